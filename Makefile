@@ -1,0 +1,387 @@
+# SPDX-License-Identifier: MIT
+#
+# aorta: a Kbuild-style Makefile for a userspace runtime.
+#
+# Each layer directory has a Kbuild file that lists its objects
+# (obj-y += foo.o) and the libraries they need (libs-y += -lfoo); this
+# Makefile walks them in dependency order, compiles every object once, and
+# links libaorta.a and libaorta.so.  Run `make help` for the targets.
+
+VERSION		:= 0.1.0
+SOVERSION	:= 0
+
+# ---------------------------------------------------------------------------
+# Options (Kbuild names where Kbuild has one)
+
+V		?= 0
+W		?=
+C		?= 0
+DEBUG		?= 0
+LOCK_STATS	?= 1
+SANITIZE	?=
+PREFIX		?= /usr/local
+DESTDIR		?=
+
+ifeq ($(V),1)
+  quiet		:=
+  Q		:=
+else
+  quiet		:= quiet_
+  Q		:= @
+  MAKEFLAGS	+= --no-print-directory
+endif
+
+hostarch := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/i.86/x86/' \
+		-e 's/aarch64/arm64/')
+ARCH ?= $(hostarch)
+# An architecture without its own folder builds with the generic fallback.
+SRCARCH := $(if $(wildcard arch/$(ARCH)/Kbuild),$(ARCH),generic)
+
+ifeq ($(ARCH),arm64)
+ifneq ($(hostarch),arm64)
+CROSS_COMPILE ?= aarch64-linux-gnu-
+endif
+endif
+
+ifeq ($(origin CC),default)
+CC := $(CROSS_COMPILE)gcc
+endif
+ifeq ($(origin AR),default)
+AR := $(CROSS_COMPILE)ar
+endif
+CHECK	?= sparse
+INSTALL	?= install
+
+# Variants get their own output folder so their objects never mix.
+ifeq ($(origin O),undefined)
+ifneq ($(SANITIZE),)
+O := build-$(SANITIZE)
+else ifeq ($(DEBUG),1)
+O := build-debug
+else ifneq ($(SRCARCH),$(hostarch))
+O := build-$(SRCARCH)
+else
+O := build
+endif
+endif
+out := $(if $(O),$(patsubst %/,%,$(O))/,)
+
+# ---------------------------------------------------------------------------
+# Walk the Kbuild files.  Order matters only for readability: dependencies
+# point down (io -> core -> sync -> arch).
+
+kbuild-dirs := arch arch/$(SRCARCH) sync core io
+
+lib-objs :=
+lib-libs :=
+define walk_kbuild
+obj-y :=
+libs-y :=
+include $(1)/Kbuild
+lib-objs += $$(addprefix $(out)$(1)/,$$(obj-y))
+lib-libs += $$(libs-y)
+endef
+$(foreach d,$(kbuild-dirs),$(eval $(call walk_kbuild,$(d))))
+lib-libs := $(sort $(lib-libs)) -pthread
+
+# ---------------------------------------------------------------------------
+# Flags
+
+include-dirs := $(out)include/generated arch/include arch/$(SRCARCH)/include \
+		sync/include core/include io/include
+
+KBUILD_CFLAGS := -std=gnu11 -g -pthread -fPIC -fvisibility=hidden \
+		 -D_GNU_SOURCE -Wall -Wextra -Werror \
+		 -fno-strict-aliasing $(addprefix -I,$(include-dirs))
+
+ifeq ($(DEBUG),1)
+KBUILD_CFLAGS += -O1 -fno-omit-frame-pointer
+else
+KBUILD_CFLAGS += -O2
+endif
+
+ifneq ($(W),)
+KBUILD_CFLAGS += -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+		 -Wpointer-arith -Wundef -Wformat=2 -Wcast-qual \
+		 -Wmissing-declarations -Wwrite-strings -Wvla
+endif
+
+san-cflags-thread	:= -fsanitize=thread
+san-cflags-address	:= -fsanitize=address -fno-omit-frame-pointer
+san-cflags-undefined	:= -fsanitize=undefined -fno-sanitize-recover=all
+ifneq ($(SANITIZE),)
+ifeq ($(san-cflags-$(SANITIZE)),)
+$(error SANITIZE must be thread, address or undefined)
+endif
+KBUILD_CFLAGS += $(san-cflags-$(SANITIZE)) -O1
+KBUILD_LDFLAGS += $(san-cflags-$(SANITIZE))
+endif
+
+c_flags = $(KBUILD_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -MF $(@:.o=.d)
+ld_flags = -pthread $(KBUILD_LDFLAGS) $(LDFLAGS)
+
+# Anything that changes the command line rebuilds every object.
+flags-sig := $(CC) $(KBUILD_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) $(ld_flags)
+flags-file := $(out).aorta-flags
+
+# ---------------------------------------------------------------------------
+# Kbuild-style command echo: quiet_cmd_X is printed, cmd_X is run.
+
+echo-cmd = $(if $($(quiet)cmd_$(1)),echo '  $($(quiet)cmd_$(1))';)
+cmd = @set -e; mkdir -p $(dir $@); $(echo-cmd) $(cmd_$(1))
+
+quiet_cmd_cc_o_c = CC      $@
+      cmd_cc_o_c = $(if $(filter 1 2,$(C)),$(CHECK) $(c_flags) \
+		   -D__CHECKER__ $(CHECKFLAGS) $<;) \
+		   $(CC) $(c_flags) -c -o $@ $<
+
+quiet_cmd_ar = AR      $@
+      cmd_ar = rm -f $@; $(AR) rcs $@ $(filter %.o,$^)
+
+quiet_cmd_ld_so = LD      $@
+      cmd_ld_so = $(CC) -shared -Wl,-soname,libaorta.so.$(SOVERSION) \
+		  -Wl,--version-script=$(out)libaorta.map $(ld_flags) \
+		  -o $@ $(filter %.o,$^) $(lib-libs)
+
+quiet_cmd_ld_prog = LD      $@
+      cmd_ld_prog = $(CC) $(ld_flags) -o $@ $(filter %.o %.a,$^) \
+		    $(prog-libs) $(lib-libs)
+
+quiet_cmd_gen = GEN     $@
+quiet_cmd_ln = LN      $@
+      cmd_ln = ln -sf $(notdir $<) $@
+
+CHECKFLAGS := -Wsparse-error -Wno-non-pointer-null -Wno-decl
+
+# ---------------------------------------------------------------------------
+# The library
+
+lib-a	:= $(out)libaorta.a
+lib-so	:= $(out)libaorta.so.$(VERSION)
+lib-so-links := $(out)libaorta.so.$(SOVERSION) $(out)libaorta.so
+config-h := $(out)include/generated/aorta/config.h
+
+PHONY := all
+all: $(lib-a) $(lib-so) $(lib-so-links)
+
+$(flags-file): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(flags-sig)' | cmp -s - $@ || echo '$(flags-sig)' > $@
+
+# The build configuration the headers see: one ABI for the library and
+# every program that includes it.
+define AO_CONFIG_TEXT
+/* Generated by the aorta Makefile: do not edit. */
+#ifndef AORTA_CONFIG_H
+#define AORTA_CONFIG_H
+#define AO_CONFIG_DEBUG $(if $(filter 1,$(DEBUG)),1,0)
+#define AO_CONFIG_LOCK_STATS $(if $(filter 0,$(LOCK_STATS)),0,1)
+#define AO_VERSION "$(VERSION)"
+#endif
+endef
+export AO_CONFIG_TEXT
+$(config-h): FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' "$$AO_CONFIG_TEXT" > $@.tmp; \
+	 if cmp -s $@.tmp $@; then rm -f $@.tmp; \
+	 else mv $@.tmp $@; echo '  GEN     $@'; fi
+
+$(out)libaorta.map: Makefile
+	@mkdir -p $(dir $@)
+	@echo '  GEN     $@'
+	@printf 'AORTA_$(SOVERSION) {\n\tglobal: ao_*;\n\tlocal: *;\n};\n' > $@
+
+$(out)%.o: %.c $(flags-file) | $(config-h)
+	$(call cmd,cc_o_c)
+
+$(lib-a): $(lib-objs)
+	$(call cmd,ar)
+
+$(lib-so): $(lib-objs) $(out)libaorta.map
+	$(call cmd,ld_so)
+
+$(out)libaorta.so.$(SOVERSION): $(lib-so)
+	$(call cmd,ln)
+$(out)libaorta.so: $(out)libaorta.so.$(SOVERSION)
+	$(call cmd,ln)
+
+# ---------------------------------------------------------------------------
+# Tests: every tests/test_*.c is one CMocka runner; tests/helpers.c is
+# linked into each.
+
+test-srcs	:= $(sort $(wildcard tests/test_*.c))
+test-bins	:= $(patsubst %.c,$(out)%,$(test-srcs))
+test-helpers	:= $(out)tests/helpers.o
+
+$(test-bins): prog-libs = -lcmocka
+$(test-bins): $(out)tests/%: $(out)tests/%.o $(test-helpers) $(lib-a)
+	$(call cmd,ld_prog)
+
+PHONY += tests check installcheck
+tests: $(test-bins)
+
+check: deps $(test-bins)
+	$(Q)sh tests/run-tests.sh $(test-bins)
+ifeq ($(SANITIZE),)
+	$(Q)$(MAKE) installcheck
+endif
+
+installcheck: all
+	$(Q)sh tests/install-test.sh "$(MAKE)" "$(out)"
+
+# ---------------------------------------------------------------------------
+# Benchmarks and tools: tools/bench/<name>.c is one program, linked with the
+# shared helpers (bench.c) and the baselines the benchmarks compare against.
+
+bench-srcs	:= $(filter-out tools/bench/bench.c, \
+		   $(sort $(wildcard tools/bench/*.c)))
+bench-bins	:= $(patsubst %.c,$(out)%,$(bench-srcs))
+bench-common	:= $(out)tools/bench/bench.o \
+		   $(patsubst %.c,$(out)%.o,$(wildcard tools/bench/baseline/*.c))
+
+$(bench-bins): prog-libs = -lm
+$(bench-bins): $(out)tools/bench/%: $(out)tools/bench/%.o $(bench-common) \
+	       $(lib-a)
+	$(call cmd,ld_prog)
+
+PHONY += bench demo
+bench: $(bench-bins)
+
+# Until the echo server exists, the demo is a short run of the lock
+# benchmark.
+demo: deps $(out)tools/bench/lockbench
+	$(Q)$(out)tools/bench/lockbench --quick
+
+# ---------------------------------------------------------------------------
+# Dependencies: install the Debian packages that are missing, and only those.
+
+DEPS_PKGS := liburing-dev libcmocka-dev pkg-config
+ifneq ($(filter 1 2,$(C)),)
+DEPS_PKGS += sparse
+endif
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+PHONY += deps
+deps:
+	$(Q)if ! command -v dpkg-query >/dev/null 2>&1; then \
+		echo '  DEPS    not Debian: install $(DEPS_PKGS) yourself'; \
+		exit 0; fi; \
+	missing=; for p in $(DEPS_PKGS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
+			grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "  DEPS    installing$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install \
+			-y -qq $$missing >/dev/null; \
+	fi
+
+# ---------------------------------------------------------------------------
+# Install
+
+includedir := $(PREFIX)/include
+libdir := $(PREFIX)/lib
+pcdir := $(libdir)/pkgconfig
+hdr-roots := arch/include arch/$(SRCARCH)/include sync/include \
+	     core/include io/include $(out)include/generated
+
+$(out)aorta.pc: Makefile $(flags-file)
+	@echo '  GEN     $@'
+	@printf 'prefix=$(PREFIX)\nexec_prefix=$${prefix}\n\
+libdir=$${exec_prefix}/lib\nincludedir=$${prefix}/include\n\n\
+Name: aorta\nDescription: game-server runtime: adaptive locks, \
+executors, buffer pool, io_uring front end\nVersion: $(VERSION)\n\
+Cflags: -I$${includedir} -pthread\nLibs: -L$${libdir} -laorta\n\
+Libs.private: $(lib-libs)\n' > $@
+
+PHONY += install uninstall
+install: all $(out)aorta.pc
+	@echo '  INSTALL $(DESTDIR)$(PREFIX)'
+	$(Q)$(INSTALL) -d $(DESTDIR)$(includedir) $(DESTDIR)$(libdir) \
+		$(DESTDIR)$(pcdir)
+	$(Q)for d in $(hdr-roots); do \
+		[ -d $$d/aorta ] || continue; \
+		(cd $$d && find aorta -name '*.h') | while read h; do \
+			$(INSTALL) -D -m 644 $$d/$$h \
+				$(DESTDIR)$(includedir)/$$h; \
+		done; \
+	done
+	$(Q)$(INSTALL) -m 644 $(lib-a) $(DESTDIR)$(libdir)/
+	$(Q)$(INSTALL) -m 755 $(lib-so) $(DESTDIR)$(libdir)/
+	$(Q)ln -sf libaorta.so.$(VERSION) \
+		$(DESTDIR)$(libdir)/libaorta.so.$(SOVERSION)
+	$(Q)ln -sf libaorta.so.$(SOVERSION) $(DESTDIR)$(libdir)/libaorta.so
+	$(Q)$(INSTALL) -m 644 $(out)aorta.pc $(DESTDIR)$(pcdir)/
+
+uninstall:
+	$(Q)rm -rf $(DESTDIR)$(includedir)/aorta
+	$(Q)rm -f $(DESTDIR)$(libdir)/libaorta.* $(DESTDIR)$(pcdir)/aorta.pc
+
+# ---------------------------------------------------------------------------
+# Housekeeping
+
+PHONY += clean distclean format format-check help
+clean:
+	@echo '  CLEAN   $(if $(out),$(out),.)'
+	$(Q)find $(if $(out),$(out),.) \( -name '*.o' -o -name '*.d' \) \
+		-not -path './.git/*' -delete 2>/dev/null || true
+	$(Q)rm -f $(lib-a) $(lib-so) $(lib-so-links) $(out)libaorta.map \
+		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
+		$(out)tests/*.log
+	$(Q)rm -rf $(out)include/generated $(out)tests/install-root
+
+distclean: clean
+	$(Q)rm -rf build build-*
+
+c-files = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
+	    find arch sync core io tests tools -name '*.[ch]')
+
+format:
+	$(Q)clang-format -i $(c-files)
+
+format-check:
+	$(Q)clang-format --dry-run -Werror $(c-files)
+
+help:
+	@echo 'Targets:'
+	@echo '  all (default)   - libaorta.a and libaorta.so'
+	@echo '  check           - build and run every CMocka test, then the'
+	@echo '                    install test (installs missing packages)'
+	@echo '  tests           - build the tests without running them'
+	@echo '  installcheck    - install into a scratch root and build a'
+	@echo '                    program against it with pkg-config'
+	@echo '  bench           - build the benchmarks in tools/bench'
+	@echo '  demo            - the quick-start demo'
+	@echo '  deps            - apt-get install the packages that are missing'
+	@echo '  install         - install headers, libraries, aorta.pc'
+	@echo '                    (PREFIX=$(PREFIX) DESTDIR=)'
+	@echo '  uninstall       - remove what install put there'
+	@echo '  format          - clang-format every C file in place'
+	@echo '  format-check    - fail if a C file is not in the project style'
+	@echo '  clean           - remove build outputs of this variant'
+	@echo '  distclean       - also remove every build-* folder'
+	@echo ''
+	@echo 'Options:'
+	@echo '  V=1             - print every command'
+	@echo '  O=dir           - put every output in dir (the source tree'
+	@echo '                    stays clean)'
+	@echo '  W=1             - extra warnings'
+	@echo '  C=1             - run sparse ($(CHECK)) over each compiled file'
+	@echo '  ARCH=arch       - target architecture (default: $(hostarch);'
+	@echo '                    one without a folder in arch/ uses generic)'
+	@echo '  CROSS_COMPILE=  - toolchain prefix (arm64 defaults to'
+	@echo '                    aarch64-linux-gnu- on other hosts)'
+	@echo '  DEBUG=1         - debug build: lock misuse aborts (build-debug/)'
+	@echo '  LOCK_STATS=0    - compile lock statistics out'
+	@echo '  SANITIZE=x      - thread, address or undefined (build-x/)'
+	@echo '  PREFIX=, DESTDIR= - where install puts things'
+
+PHONY += FORCE
+FORCE:
+
+.PHONY: $(PHONY)
+.DELETE_ON_ERROR:
+
+-include $(lib-objs:.o=.d) $(test-bins:=.d) $(test-helpers:.o=.d) \
+	 $(bench-bins:=.d) $(bench-common:.o=.d)

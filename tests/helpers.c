@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+/* Test helpers (may use anything: they are not the library). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "helpers.h"
+
+void t_run_threads(int n, void *(*fn)(void *), void *base, size_t stride)
+{
+	pthread_t *tids = calloc((size_t)n, sizeof(*tids));
+
+	assert_non_null(tids);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(pthread_create(&tids[i], NULL, fn,
+						(char *)base + (size_t)i * stride),
+				 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(pthread_join(tids[i], NULL), 0);
+	free(tids);
+}
+
+static const char *wd_what;
+
+static void wd_fire(int sig)
+{
+	static const char msg[] = "watchdog: test hung: ";
+
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0 ||
+	    write(2, wd_what, strlen(wd_what)) < 0 || write(2, "\n", 1) < 0)
+		_exit(3);
+	abort();
+}
+
+void t_watchdog_arm(unsigned int seconds, const char *what)
+{
+	wd_what = what;
+	signal(SIGALRM, wd_fire);
+	alarm(seconds);
+}
+
+void t_watchdog_disarm(void)
+{
+	alarm(0);
+}
+
+uint64_t t_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void t_sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+			       .tv_nsec = (long)(ns % 1000000000ull) };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+double t_scale(void)
+{
+	const char *e = getenv("AO_TEST_SCALE");
+
+	if (e && *e)
+		return atof(e);
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+	return 0.2;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+	return 0.2;
+#endif
+#endif
+	return 1.0;
+}
+
+long t_scaled(long n, long min)
+{
+	long v = (long)((double)n * t_scale());
+
+	return v < min ? min : v;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared helpers for the CMocka runners: threads, a watchdog that turns a
+ * hang into a failure, time, and the CMocka includes in the right order.
+ */
+#ifndef AORTA_TESTS_HELPERS_H
+#define AORTA_TESTS_HELPERS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/* Run fn(arg_i) on n threads (args[i] = base + i * stride) and join. */
+void t_run_threads(int n, void *(*fn)(void *), void *base, size_t stride);
+
+/*
+ * Arm a watchdog: if it is not disarmed within seconds, print what and
+ * abort the runner (so a lost wake-up fails the test instead of hanging
+ * CI).  One at a time.
+ */
+void t_watchdog_arm(unsigned int seconds, const char *what);
+void t_watchdog_disarm(void);
+
+/* Monotonic nanoseconds. */
+uint64_t t_now_ns(void);
+/* Sleep for ns nanoseconds. */
+void t_sleep_ns(uint64_t ns);
+/* Scale for stress-test sizes: 1 normally, smaller under sanitizers
+ * (AO_TEST_SCALE in the environment overrides). */
+double t_scale(void);
+/* n * t_scale(), at least min. */
+long t_scaled(long n, long min);
+
+#endif /* AORTA_TESTS_HELPERS_H */

@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The three-phase adaptive lock: mutual exclusion, trylock, each phase
+ * reached and counted, wake-up by unlock, bounded starvation, guards,
+ * tunables.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <string.h>
+#include <aorta/clock.h>
+#include <aorta/sync/spinlock.h>
+#include "helpers.h"
+
+/* ---- mutual exclusion on a plain counter ---- */
+
+static struct ao_spinlock mx_lock = AO_SPINLOCK_INIT;
+static unsigned long mx_counter; /* deliberately not atomic */
+static long mx_iters;
+
+static void *mx_worker(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < mx_iters; i++) {
+		ao_spin_lock(&mx_lock);
+		mx_counter++;
+		ao_spin_unlock(&mx_lock);
+	}
+	return NULL;
+}
+
+static void run_mutex_test(int threads, const struct ao_spin_tune *tune)
+{
+	ao_spin_init(&mx_lock);
+	if (tune)
+		assert_int_equal(ao_spin_set_tune(&mx_lock, tune), 0);
+	mx_counter = 0;
+	mx_iters = t_scaled(200000, 2000);
+	t_watchdog_arm(120, "mutual exclusion");
+	t_run_threads(threads, mx_worker, NULL, 0);
+	t_watchdog_disarm();
+	assert_int_equal(mx_counter, (unsigned long)threads * mx_iters);
+	assert_false(ao_spin_is_locked(&mx_lock));
+}
+
+static void test_mutual_exclusion_2(void **state)
+{
+	(void)state;
+	run_mutex_test(2, NULL);
+}
+
+static void test_mutual_exclusion_16(void **state)
+{
+	(void)state;
+	run_mutex_test(16, NULL);
+}
+
+/* No spin, no yield: every contended acquisition goes through the futex,
+ * the path where a lost wake-up would show as a hang. */
+static void test_mutual_exclusion_sleep_only(void **state)
+{
+	struct ao_spin_tune t = { .spin_ns = 0, .yields = 0,
+				  .starve_ns = 100000 };
+
+	(void)state;
+	run_mutex_test(8, &t);
+}
+
+/* ---- trylock ---- */
+
+static struct ao_spinlock try_lock = AO_SPINLOCK_INIT;
+
+static void *try_other(void *arg)
+{
+	bool *got = arg;
+
+	*got = ao_spin_trylock(&try_lock);
+	if (*got)
+		ao_spin_unlock(&try_lock);
+	return NULL;
+}
+
+static void test_trylock(void **state)
+{
+	bool got = true;
+	pthread_t t;
+
+	(void)state;
+	ao_spin_init(&try_lock);
+	assert_true(ao_spin_trylock(&try_lock));
+	assert_true(ao_spin_is_locked(&try_lock));
+	/* Not recursive: the holder's own trylock fails too. */
+	assert_false(ao_spin_trylock(&try_lock));
+	assert_int_equal(pthread_create(&t, NULL, try_other, &got), 0);
+	pthread_join(t, NULL);
+	assert_false(got);
+	ao_spin_unlock(&try_lock);
+	assert_false(ao_spin_is_locked(&try_lock));
+	assert_int_equal(pthread_create(&t, NULL, try_other, &got), 0);
+	pthread_join(t, NULL);
+	assert_true(got);
+}
+
+/* ---- every phase is reached, and the statistics say so ---- */
+
+struct phase_arg {
+	struct ao_spinlock *lock;
+	uint64_t hold_ns;
+	int *started;
+};
+
+static void *phase_waiter(void *arg)
+{
+	struct phase_arg *a = arg;
+
+	__atomic_store_n(a->started, 1, __ATOMIC_RELEASE);
+	ao_spin_lock(a->lock);
+	ao_spin_unlock(a->lock);
+	return NULL;
+}
+
+/* Hold the lock for hold_ns while one waiter tries; return its stats. */
+static void one_contended(const struct ao_spin_tune *tune, uint64_t hold_ns,
+			  struct ao_spin_stats *st)
+{
+	struct ao_spinlock lock;
+	int started = 0;
+	struct phase_arg a = { &lock, hold_ns, &started };
+	pthread_t t;
+
+	ao_spin_init(&lock);
+	assert_int_equal(ao_spin_set_tune(&lock, tune), 0);
+	ao_spin_lock(&lock);
+	assert_int_equal(pthread_create(&t, NULL, phase_waiter, &a), 0);
+	while (!__atomic_load_n(&started, __ATOMIC_ACQUIRE))
+		sched_yield();
+	t_sleep_ns(hold_ns);
+	ao_spin_unlock(&lock);
+	pthread_join(t, NULL);
+	assert_int_equal(ao_spin_stats(&lock, st), 0);
+}
+
+static void test_phases_reached(void **state)
+{
+	struct ao_spin_stats st;
+	int hit1 = 0, hit2 = 0, hit3 = 0;
+
+	(void)state;
+	t_watchdog_arm(60, "phases");
+	/* Each case is tried a few times: a waiter may be descheduled on a
+	 * busy machine and end up one phase later; all we need is that every
+	 * phase is reached at least once. */
+	for (int i = 0; i < 20 && !(hit1 && hit2 && hit3); i++) {
+		/* Long spin budget, short hold: phase 1. */
+		struct ao_spin_tune p1 = { 50000000, 0, 1000000 };
+		/* No spin, very many yields, short hold: phase 2. */
+		struct ao_spin_tune p2 = { 0, 100000, 1000000 };
+		/* Tiny spin, no yields, long hold: phase 3. */
+		struct ao_spin_tune p3 = { 1000, 0, 1000000 };
+
+		one_contended(&p1, 200000, &st);
+		hit1 |= st.phase1 == 1;
+		one_contended(&p2, 200000, &st);
+		hit2 |= st.phase2 == 1;
+		one_contended(&p3, 20000000, &st);
+		hit3 |= st.phase3 == 1;
+		/* The holder's own acquisition was the fast path. */
+		assert_true(st.fast >= 1);
+		assert_true(st.wait_ns > 0);
+		assert_true(st.wait_max_ns <= st.wait_ns);
+	}
+	t_watchdog_disarm();
+	assert_true(hit1);
+	assert_true(hit2);
+	assert_true(hit3);
+}
+
+/* A phase-3 sleeper must be woken by the unlock, not by a timer: with no
+ * timeout anywhere, a lost wake-up would hang (and the watchdog fails). */
+static void test_sleeper_woken_by_unlock(void **state)
+{
+	struct ao_spin_tune t = { 0, 0, 1000000 };
+	struct ao_spin_stats st;
+
+	(void)state;
+	t_watchdog_arm(30, "phase-3 sleeper never woken");
+	for (int i = 0; i < 50; i++) {
+		one_contended(&t, 2000000, &st);
+		assert_int_equal(st.phase3, 1);
+	}
+	t_watchdog_disarm();
+}
+
+/* ---- bounded starvation: a sleeper gets the lock while others hammer ---- */
+
+static struct ao_spinlock starve_lock = AO_SPINLOCK_INIT;
+static int starve_stop;
+
+static void *hammer(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&starve_stop, __ATOMIC_RELAXED)) {
+		ao_spin_lock(&starve_lock);
+		for (volatile int i = 0; i < 200; i++)
+			;
+		ao_spin_unlock(&starve_lock);
+	}
+	return NULL;
+}
+
+static void test_starvation_bounded(void **state)
+{
+	pthread_t h[3];
+	struct ao_spin_stats st;
+	struct ao_spin_tune t = { 0, 0, 2000000 };
+
+	(void)state;
+	ao_spin_init(&starve_lock);
+	starve_stop = 0;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&h[i], NULL, hammer, NULL), 0);
+	t_sleep_ns(20000000);
+	t_watchdog_arm(60, "starving sleeper never got the lock");
+	/* A sleep-only waiter among spinning hammers: without hand-off it
+	 * could lose every race forever. */
+	for (int i = 0; i < 20; i++) {
+		struct ao_spinlock *l = &starve_lock;
+		struct ao_spin_tune keep;
+
+		ao_spin_get_tune(l, &keep);
+		(void)t;
+		ao_spin_lock(l);
+		ao_spin_unlock(l);
+	}
+	t_watchdog_disarm();
+	__atomic_store_n(&starve_stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 3; i++)
+		pthread_join(h[i], NULL);
+	assert_int_equal(ao_spin_stats(&starve_lock, &st), 0);
+	assert_false(ao_spin_is_locked(&starve_lock));
+}
+
+/* ---- guards ---- */
+
+static struct ao_spinlock g_lock = AO_SPINLOCK_INIT;
+
+static int guarded_early_return(int x)
+{
+	guard(ao_spinlock)(&g_lock);
+	assert_true(ao_spin_is_locked(&g_lock));
+	if (x == 1)
+		return 1;
+	if (x == 2)
+		return 2;
+	return 0;
+}
+
+static int scoped(int x)
+{
+	int r = -1;
+
+	scoped_guard(ao_spinlock, &g_lock)
+	{
+		assert_true(ao_spin_is_locked(&g_lock));
+		if (x)
+			return 7;
+		r = 0;
+	}
+	assert_false(ao_spin_is_locked(&g_lock));
+	return r;
+}
+
+static void test_guards(void **state)
+{
+	(void)state;
+	ao_spin_init(&g_lock);
+	for (int x = 0; x < 3; x++) {
+		assert_int_equal(guarded_early_return(x), x);
+		assert_false(ao_spin_is_locked(&g_lock));
+	}
+	assert_int_equal(scoped(0), 0);
+	assert_false(ao_spin_is_locked(&g_lock));
+	assert_int_equal(scoped(1), 7);
+	assert_false(ao_spin_is_locked(&g_lock));
+	/* break leaves the scope too */
+	for (int i = 0; i < 2; i++) {
+		scoped_guard(ao_spinlock, &g_lock)
+		{
+			if (i == 0)
+				break;
+		}
+	}
+	assert_false(ao_spin_is_locked(&g_lock));
+}
+
+static void test_cond_guard(void **state)
+{
+	int ran = 0;
+
+	(void)state;
+	ao_spin_init(&g_lock);
+	scoped_cond_guard(ao_spinlock_try, &g_lock)
+	{
+		assert_true(ao_spin_is_locked(&g_lock));
+		ran = 1;
+	}
+	assert_int_equal(ran, 1);
+	assert_false(ao_spin_is_locked(&g_lock));
+	ao_spin_lock(&g_lock);
+	ran = 0;
+	scoped_cond_guard(ao_spinlock_try, &g_lock)
+	{
+		ran = 1;
+	}
+	assert_int_equal(ran, 0);
+	assert_true(ao_spin_is_locked(&g_lock));
+	ao_spin_unlock(&g_lock);
+}
+
+/* ---- tunables and statistics API ---- */
+
+static void test_tune(void **state)
+{
+	struct ao_spinlock l = AO_SPINLOCK_INIT;
+	struct ao_spin_tune t;
+	struct ao_spin_tune bad = { AO_SPIN_MAX_SPIN_NS + 1, 0, 0 };
+
+	(void)state;
+	ao_spin_get_tune(&l, &t);
+	assert_int_equal(t.spin_ns, AO_SPIN_DEFAULT_SPIN_NS);
+	assert_int_equal(t.yields, AO_SPIN_DEFAULT_YIELDS);
+	assert_int_equal(t.starve_ns, AO_SPIN_DEFAULT_STARVE_NS);
+	t.spin_ns = 123;
+	t.yields = 7;
+	t.starve_ns = 4567;
+	assert_int_equal(ao_spin_set_tune(&l, &t), 0);
+	memset(&t, 0, sizeof(t));
+	ao_spin_get_tune(&l, &t);
+	assert_int_equal(t.spin_ns, 123);
+	assert_int_equal(t.yields, 7);
+	assert_int_equal(t.starve_ns, 4567);
+	assert_int_equal(ao_spin_set_tune(&l, &bad), -EINVAL);
+	bad = (struct ao_spin_tune){ 0, AO_SPIN_MAX_YIELDS + 1, 0 };
+	assert_int_equal(ao_spin_set_tune(&l, &bad), -EINVAL);
+	bad = (struct ao_spin_tune){ 0, 0, AO_SPIN_MAX_STARVE_NS + 1 };
+	assert_int_equal(ao_spin_set_tune(&l, &bad), -EINVAL);
+	assert_int_equal(ao_spin_set_tune(&l, NULL), -EINVAL);
+	ao_spin_get_tune(&l, &t);
+	assert_int_equal(t.spin_ns, 123);
+}
+
+static void test_stats_api(void **state)
+{
+	struct ao_spinlock l = AO_SPINLOCK_INIT;
+	struct ao_spin_stats st, sum;
+
+	(void)state;
+	for (int i = 0; i < 10; i++) {
+		ao_spin_lock(&l);
+		ao_spin_unlock(&l);
+	}
+	assert_true(ao_spin_trylock(&l));
+	ao_spin_unlock(&l);
+#if AO_CONFIG_LOCK_STATS
+	assert_int_equal(ao_spin_stats(&l, &st), 0);
+	assert_int_equal(st.fast, 11);
+	assert_int_equal(st.phase1 + st.phase2 + st.phase3, 0);
+	memset(&sum, 0, sizeof(sum));
+	ao_spin_stats_add(&sum, &st);
+	ao_spin_stats_add(&sum, &st);
+	assert_int_equal(sum.fast, 22);
+	ao_spin_stats_reset(&l);
+	assert_int_equal(ao_spin_stats(&l, &st), 0);
+	assert_int_equal(st.fast, 0);
+	assert_int_equal(st.wait_max_ns, 0);
+#else
+	assert_int_equal(ao_spin_stats(&l, &st), -EOPNOTSUPP);
+	(void)sum;
+#endif
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_trylock),
+		cmocka_unit_test(test_tune),
+		cmocka_unit_test(test_stats_api),
+		cmocka_unit_test(test_guards),
+		cmocka_unit_test(test_cond_guard),
+		cmocka_unit_test(test_mutual_exclusion_2),
+		cmocka_unit_test(test_mutual_exclusion_16),
+		cmocka_unit_test(test_mutual_exclusion_sleep_only),
+		cmocka_unit_test(test_phases_reached),
+		cmocka_unit_test(test_sleeper_woken_by_unlock),
+		cmocka_unit_test(test_starvation_bounded),
+	};
+
+	ao_clock_calibrate();
+	return cmocka_run_group_tests_name("spinlock", tests, NULL, NULL);
+}
