@@ -122,8 +122,8 @@ static void calibrate(void)
 		if (s < best)
 			best = s;
 	}
-	best = mul_q32(best * 16, __atomic_load_n(&cal.ns_per_cyc_q32,
-						  __ATOMIC_RELAXED)) /
+	best = mul_q32(best * 16,
+		       __atomic_load_n(&cal.ns_per_cyc_q32, __ATOMIC_RELAXED)) /
 	       RELAX_PER_ROUND;
 	__atomic_store_n(&cal.relax_ns16, (uint32_t)(best ? best : 1),
 			 __ATOMIC_RELAXED);

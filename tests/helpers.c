@@ -16,9 +16,10 @@ void t_run_threads(int n, void *(*fn)(void *), void *base, size_t stride)
 
 	assert_non_null(tids);
 	for (int i = 0; i < n; i++)
-		assert_int_equal(pthread_create(&tids[i], NULL, fn,
-						(char *)base + (size_t)i * stride),
-				 0);
+		assert_int_equal(
+			pthread_create(&tids[i], NULL, fn,
+				       (char *)base + (size_t)i * stride),
+			0);
 	for (int i = 0; i < n; i++)
 		assert_int_equal(pthread_join(tids[i], NULL), 0);
 	free(tids);
@@ -55,6 +56,14 @@ uint64_t t_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void t_spin_ns(uint64_t ns)
+{
+	uint64_t end = t_now_ns() + ns;
+
+	while (t_now_ns() < end)
+		;
 }
 
 void t_sleep_ns(uint64_t ns)

@@ -25,6 +25,8 @@ void t_watchdog_disarm(void);
 
 /* Monotonic nanoseconds. */
 uint64_t t_now_ns(void);
+/* Burn about ns nanoseconds of CPU (no sleep). */
+void t_spin_ns(uint64_t ns);
 /* Sleep for ns nanoseconds. */
 void t_sleep_ns(uint64_t ns);
 /* Scale for stress-test sizes: 1 normally, smaller under sanitizers

@@ -25,50 +25,50 @@
 #define __AO_PASTE2(a, b) a##b
 #define __AO_PASTE(a, b) __AO_PASTE2(a, b)
 
-#define AO_DEFINE_GUARD(name, type, lock, unlock)                            \
-	typedef type ao_guard_##name##_t;                                    \
-	static inline void ao_guard_##name##_exit(type *_p)                  \
-	{                                                                    \
-		type _T = *_p;                                               \
-		if (_T) {                                                    \
-			unlock;                                              \
-		}                                                            \
-	}                                                                    \
-	static inline type ao_guard_##name##_enter(type _T)                  \
-	{                                                                    \
-		lock;                                                        \
-		return _T;                                                   \
+#define AO_DEFINE_GUARD(name, type, lock, unlock)           \
+	typedef type ao_guard_##name##_t;                   \
+	static inline void ao_guard_##name##_exit(type *_p) \
+	{                                                   \
+		type _T = *_p;                              \
+		if (_T) {                                   \
+			unlock;                             \
+		}                                           \
+	}                                                   \
+	static inline type ao_guard_##name##_enter(type _T) \
+	{                                                   \
+		lock;                                       \
+		return _T;                                  \
 	}
 
-#define AO_DEFINE_GUARD_COND(name, ext, trylock)                             \
-	typedef ao_guard_##name##_t ao_guard_##name##ext##_t;                \
-	static inline void ao_guard_##name##ext##_exit(                      \
-		ao_guard_##name##_t *_p)                                     \
-	{                                                                    \
-		ao_guard_##name##_exit(_p);                                  \
-	}                                                                    \
-	static inline ao_guard_##name##_t ao_guard_##name##ext##_enter(      \
-		ao_guard_##name##_t _T)                                      \
-	{                                                                    \
-		return (trylock) ? _T : NULL;                                \
+#define AO_DEFINE_GUARD_COND(name, ext, trylock)                        \
+	typedef ao_guard_##name##_t ao_guard_##name##ext##_t;           \
+	static inline void ao_guard_##name##ext##_exit(                 \
+		ao_guard_##name##_t *_p)                                \
+	{                                                               \
+		ao_guard_##name##_exit(_p);                             \
+	}                                                               \
+	static inline ao_guard_##name##_t ao_guard_##name##ext##_enter( \
+		ao_guard_##name##_t _T)                                 \
+	{                                                               \
+		return (trylock) ? _T : NULL;                           \
 	}
 
-#define __ao_guard_var(name, id)                                             \
-	ao_guard_##name##_t __AO_PASTE(__ao_guard_, id)                      \
+#define __ao_guard_var(name, id)                        \
+	ao_guard_##name##_t __AO_PASTE(__ao_guard_, id) \
 		__attribute__((cleanup(ao_guard_##name##_exit), unused))
 
 #define __ao_guard(name, id) __ao_guard_var(name, id) = ao_guard_##name##_enter
 #define ao_guard(name) __ao_guard(name, __COUNTER__)
 
 /* A for loop that runs its body once with the guard in scope. */
-#define __ao_scoped_guard(name, id, ...)                                     \
+#define __ao_scoped_guard(name, id, ...)                                      \
 	for (__ao_guard_var(name, id) = ao_guard_##name##_enter(__VA_ARGS__), \
-		*__AO_PASTE(__ao_done_, id) = NULL;                          \
+				  *__AO_PASTE(__ao_done_, id) = NULL;         \
 	     __AO_PASTE(__ao_guard_, id) && !__AO_PASTE(__ao_done_, id);      \
 	     __AO_PASTE(__ao_done_, id) = (void *)1)
-#define ao_scoped_guard(name, ...)                                           \
+#define ao_scoped_guard(name, ...) \
 	__ao_scoped_guard(name, __COUNTER__, __VA_ARGS__)
-#define ao_scoped_cond_guard(name, ...)                                      \
+#define ao_scoped_cond_guard(name, ...) \
 	__ao_scoped_guard(name, __COUNTER__, __VA_ARGS__)
 
 #ifndef AO_NO_SHORT_GUARDS

@@ -41,8 +41,8 @@
 
 #ifndef container_of
 /* The struct that embeds *ptr as its member. */
-#define container_of(ptr, type, member)                                      \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) \
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 #endif
 
 #ifndef ARRAY_SIZE

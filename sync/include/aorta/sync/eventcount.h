@@ -27,9 +27,9 @@ struct ao_eventcount {
 	uint64_t word;
 };
 
-#define AO_EVENTCOUNT_INIT                                                   \
-	{                                                                    \
-		0                                                            \
+#define AO_EVENTCOUNT_INIT \
+	{                  \
+		0          \
 	}
 #define AO__EC_WAITERS 0xffffffffull
 #define AO__EC_EPOCH (1ull << 32)
