@@ -1,0 +1,858 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lockbench: aorta's three-phase lock against the seed's lock, glibc's
+ * mutex (default and adaptive) and pthread_spinlock, in one run.
+ *
+ * Contended cells: T threads (1, 2, 4, 8, 16; the machine may have fewer
+ * cores, which is the point) loop { lock; bump a shared counter and spin
+ * for the critical section; unlock; spin for the work between }, for
+ * --seconds.  Each acquisition is timed with the cycle counter (lock call
+ * to lock return), into a per-thread log-linear histogram and a running
+ * maximum, so the worst wait is never missed.  Per cell: acquisitions/s,
+ * process CPU seconds per million acquisitions, fairness (min/max
+ * per-thread acquisitions), p99 and max acquire latency, and for aorta
+ * the phase histogram from ao_spin_stats().  Each cell is run --runs
+ * times, the locks interleaved, and medians are reported.
+ *
+ * Handoff cells: the main thread holds the lock for 0.1 ms or 20 ms while
+ * one waiter waits; the delay from the unlock to the waiter's acquisition
+ * and the waiter's own CPU time (CLOCK_THREAD_CPUTIME_ID) during the wait,
+ * median over the repetitions.
+ *
+ * --pairs=N --lock=L: only N uncontended lock+unlock pairs in a noinline
+ * function (pairs_L), for counting instructions under callgrind
+ * (tools/bench/lockbench-insns.sh).
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <aorta/clock.h>
+#include <aorta/compiler.h>
+#include <aorta/sync/spinlock.h>
+#include "baseline/seed_lock.h"
+#include "bench.h"
+
+enum lock_kind { L_AORTA, L_SEED, L_MUTEX, L_ADAPTIVE, L_PSPIN, L_NR };
+
+static const char *const lock_names[L_NR] = {
+	[L_AORTA] = "aorta",	    [L_SEED] = "seed",
+	[L_MUTEX] = "mutex",	    [L_ADAPTIVE] = "mutex-adaptive",
+	[L_PSPIN] = "pthread-spin",
+};
+
+union any_lock {
+	struct ao_spinlock ao;
+	struct seed_lock seed;
+	pthread_mutex_t mx;
+	pthread_spinlock_t sp;
+};
+
+/* The lock on its own line, the data it protects on the next. */
+struct shared {
+	union any_lock lock __ao_cacheline_aligned;
+	uint64_t counter __ao_cacheline_aligned;
+	uint64_t checksum;
+};
+
+static void lock_init(int kind, union any_lock *l)
+{
+	pthread_mutexattr_t a;
+
+	memset(l, 0, sizeof(*l));
+	switch (kind) {
+	case L_AORTA:
+		ao_spin_init(&l->ao);
+		break;
+	case L_SEED:
+		seed_lock_init(&l->seed);
+		break;
+	case L_MUTEX:
+		pthread_mutex_init(&l->mx, NULL);
+		break;
+	case L_ADAPTIVE:
+		pthread_mutexattr_init(&a);
+		pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+		pthread_mutex_init(&l->mx, &a);
+		pthread_mutexattr_destroy(&a);
+		break;
+	case L_PSPIN:
+		pthread_spin_init(&l->sp, PTHREAD_PROCESS_PRIVATE);
+		break;
+	}
+}
+
+static void lock_destroy(int kind, union any_lock *l)
+{
+	if (kind == L_MUTEX || kind == L_ADAPTIVE)
+		pthread_mutex_destroy(&l->mx);
+	else if (kind == L_PSPIN)
+		pthread_spin_destroy(&l->sp);
+}
+
+/* Inlined with a constant kind, so each worker gets its lock's fast path
+ * exactly as a user of that lock would. */
+static __ao_always_inline void do_lock(int kind, union any_lock *l)
+{
+	switch (kind) {
+	case L_AORTA:
+		ao_spin_lock(&l->ao);
+		break;
+	case L_SEED:
+		seed_lock_acquire(&l->seed);
+		break;
+	case L_MUTEX:
+	case L_ADAPTIVE:
+		pthread_mutex_lock(&l->mx);
+		break;
+	case L_PSPIN:
+		pthread_spin_lock(&l->sp);
+		break;
+	}
+}
+
+static __ao_always_inline void do_unlock(int kind, union any_lock *l)
+{
+	switch (kind) {
+	case L_AORTA:
+		ao_spin_unlock(&l->ao);
+		break;
+	case L_SEED:
+		seed_lock_release(&l->seed);
+		break;
+	case L_MUTEX:
+	case L_ADAPTIVE:
+		pthread_mutex_unlock(&l->mx);
+		break;
+	case L_PSPIN:
+		pthread_spin_unlock(&l->sp);
+		break;
+	}
+}
+
+/* ---- latency histogram: 16 linear sub-buckets per power of two ---- */
+
+#define HIST_SUB_BITS 4
+#define HIST_SUB (1u << HIST_SUB_BITS)
+#define HIST_BUCKETS (64 * HIST_SUB)
+
+static inline unsigned int hist_index(uint64_t v)
+{
+	unsigned int e;
+
+	if (v < HIST_SUB)
+		return (unsigned int)v;
+	e = 63u - (unsigned int)__builtin_clzll(v);
+	return (e - HIST_SUB_BITS + 1) * HIST_SUB +
+	       (unsigned int)((v >> (e - HIST_SUB_BITS)) & (HIST_SUB - 1));
+}
+
+/* The middle of bucket i, in the histogram's unit. */
+static double hist_value(unsigned int i)
+{
+	unsigned int e, sub;
+	double lo, width;
+
+	if (i < HIST_SUB)
+		return i;
+	e = i / HIST_SUB + HIST_SUB_BITS - 1;
+	sub = i % HIST_SUB;
+	width = ldexp(1.0, (int)(e - HIST_SUB_BITS));
+	lo = ldexp(1.0, (int)e) + sub * width;
+	return lo + width / 2;
+}
+
+/* ---- contended cells ---- */
+
+struct worker {
+	struct shared *sh;
+	pthread_barrier_t *start;
+	const int *stop;
+	uint64_t cs_ns, work_ns;
+	uint64_t count;
+	uint64_t max_cyc;
+	uint32_t hist[HIST_BUCKETS];
+} __ao_cacheline_aligned;
+
+static __ao_always_inline void worker_body(int kind, struct worker *w)
+{
+	union any_lock *l = &w->sh->lock;
+	uint64_t n = 0, max = 0;
+
+	pthread_barrier_wait(w->start);
+	while (!__atomic_load_n(w->stop, __ATOMIC_RELAXED)) {
+		uint64_t t0 = ao_cycles(), d;
+
+		do_lock(kind, l);
+		d = ao_cycles() - t0;
+		/* The critical section: shared data, then its length. */
+		w->sh->counter++;
+		w->sh->checksum += n;
+		bench_spin_ns(w->cs_ns);
+		do_unlock(kind, l);
+		w->hist[hist_index(d)]++;
+		if (d > max)
+			max = d;
+		n++;
+		bench_spin_ns(w->work_ns);
+	}
+	w->count = n;
+	w->max_cyc = max;
+}
+
+#define DEFINE_WORKER(name, kind)             \
+	static void *worker_##name(void *arg) \
+	{                                     \
+		worker_body(kind, arg);       \
+		return NULL;                  \
+	}
+DEFINE_WORKER(aorta, L_AORTA)
+DEFINE_WORKER(seed, L_SEED)
+DEFINE_WORKER(mutex, L_MUTEX)
+DEFINE_WORKER(adaptive, L_ADAPTIVE)
+DEFINE_WORKER(pspin, L_PSPIN)
+
+static void *(*const worker_fn[L_NR])(void *) = {
+	[L_AORTA] = worker_aorta, [L_SEED] = worker_seed,
+	[L_MUTEX] = worker_mutex, [L_ADAPTIVE] = worker_adaptive,
+	[L_PSPIN] = worker_pspin,
+};
+
+struct cell {
+	double acq_per_s;
+	double cpu_s_per_m; /* process CPU seconds per million acquisitions */
+	double fairness; /* min / max per-thread acquisitions */
+	double p99_ns, max_ns;
+	struct ao_spin_stats st; /* aorta only */
+	bool have_st;
+};
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000u),
+			       (long)(ns % 1000000000u) };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static void run_cell(int kind, int threads, uint64_t cs_ns, uint64_t work_ns,
+		     double seconds, struct cell *c)
+{
+	struct shared *sh = aligned_alloc(AO_CACHELINE_SIZE, sizeof(*sh));
+	struct worker *w =
+		aligned_alloc(AO_CACHELINE_SIZE, sizeof(*w) * (size_t)threads);
+	pthread_t *tid = calloc((size_t)threads, sizeof(*tid));
+	static uint32_t hist[HIST_BUCKETS];
+	pthread_barrier_t start;
+	int stop = 0;
+	uint64_t t0, t1, cpu0, cpu1, total = 0, mn = UINT64_MAX, mx = 0;
+	uint64_t max_cyc = 0, seen = 0, rank;
+
+	if (!sh || !w || !tid) {
+		perror("lockbench");
+		exit(1);
+	}
+	memset(sh, 0, sizeof(*sh));
+	memset(w, 0, sizeof(*w) * (size_t)threads);
+	lock_init(kind, &sh->lock);
+	pthread_barrier_init(&start, NULL, (unsigned int)threads + 1);
+	for (int i = 0; i < threads; i++) {
+		w[i].sh = sh;
+		w[i].start = &start;
+		w[i].stop = &stop;
+		w[i].cs_ns = cs_ns;
+		w[i].work_ns = work_ns;
+		if (pthread_create(&tid[i], NULL, worker_fn[kind], &w[i])) {
+			perror("pthread_create");
+			exit(1);
+		}
+	}
+	pthread_barrier_wait(&start);
+	t0 = bench_now_ns();
+	cpu0 = bench_proc_cpu_ns();
+	sleep_ns((uint64_t)(seconds * 1e9));
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	t1 = bench_now_ns();
+	cpu1 = bench_proc_cpu_ns();
+	for (int i = 0; i < threads; i++)
+		pthread_join(tid[i], NULL);
+
+	memset(hist, 0, sizeof(hist));
+	for (int i = 0; i < threads; i++) {
+		total += w[i].count;
+		mn = w[i].count < mn ? w[i].count : mn;
+		mx = w[i].count > mx ? w[i].count : mx;
+		if (w[i].max_cyc > max_cyc)
+			max_cyc = w[i].max_cyc;
+		for (unsigned int b = 0; b < HIST_BUCKETS; b++)
+			hist[b] += w[i].hist[b];
+	}
+	if (sh->counter != total) {
+		fprintf(stderr, "lockbench: %s lost updates: %llu != %llu\n",
+			lock_names[kind], (unsigned long long)sh->counter,
+			(unsigned long long)total);
+		exit(1);
+	}
+	memset(c, 0, sizeof(*c));
+	c->acq_per_s = (double)total * 1e9 / (double)(t1 - t0);
+	c->cpu_s_per_m =
+		total ? (double)(cpu1 - cpu0) / 1e9 / ((double)total / 1e6) : 0;
+	c->fairness = mx ? (double)mn / (double)mx : 0;
+	rank = (uint64_t)ceil((double)total * 0.99);
+	for (unsigned int b = 0; b < HIST_BUCKETS; b++) {
+		seen += hist[b];
+		if (seen >= rank && total) {
+			c->p99_ns = (double)ao_cycles_to_ns(
+				(uint64_t)hist_value(b));
+			break;
+		}
+	}
+	c->max_ns = (double)ao_cycles_to_ns(max_cyc);
+	if (kind == L_AORTA && !ao_spin_stats(&sh->lock.ao, &c->st))
+		c->have_st = true;
+	lock_destroy(kind, &sh->lock);
+	pthread_barrier_destroy(&start);
+	free(tid);
+	free(w);
+	free(sh);
+}
+
+/* ---- handoff cells ---- */
+
+struct handoff {
+	union any_lock *lock;
+	int kind;
+	int started;
+	uint64_t t_acq, cpu_ns;
+};
+
+static __ao_always_inline void waiter_body(int kind, struct handoff *h)
+{
+	uint64_t c0;
+
+	c0 = bench_thread_cpu_ns();
+	__atomic_store_n(&h->started, 1, __ATOMIC_RELEASE);
+	do_lock(kind, h->lock);
+	h->t_acq = bench_now_ns();
+	h->cpu_ns = bench_thread_cpu_ns() - c0;
+	do_unlock(kind, h->lock);
+}
+
+#define DEFINE_WAITER(name, kind)             \
+	static void *waiter_##name(void *arg) \
+	{                                     \
+		waiter_body(kind, arg);       \
+		return NULL;                  \
+	}
+DEFINE_WAITER(aorta, L_AORTA)
+DEFINE_WAITER(seed, L_SEED)
+DEFINE_WAITER(mutex, L_MUTEX)
+DEFINE_WAITER(adaptive, L_ADAPTIVE)
+DEFINE_WAITER(pspin, L_PSPIN)
+
+static void *(*const waiter_fn[L_NR])(void *) = {
+	[L_AORTA] = waiter_aorta, [L_SEED] = waiter_seed,
+	[L_MUTEX] = waiter_mutex, [L_ADAPTIVE] = waiter_adaptive,
+	[L_PSPIN] = waiter_pspin,
+};
+
+struct hcell {
+	double delay_p50_ns, delay_max_ns;
+	double cpu_p50_ns, cpu_max_ns;
+};
+
+/*
+ * The holder (this thread) takes the lock, starts a waiter, lets it reach
+ * the lock, holds for hold_ns more (asleep, so the waiter has a CPU) and
+ * unlocks.  Delay: unlock call to the waiter's acquisition.
+ */
+static void run_handoff(int kind, uint64_t hold_ns, int reps, struct hcell *c)
+{
+	union any_lock *l = aligned_alloc(AO_CACHELINE_SIZE, sizeof(*l));
+	double *delay = calloc((size_t)reps, sizeof(double));
+	double *cpu = calloc((size_t)reps, sizeof(double));
+
+	if (!l || !delay || !cpu) {
+		perror("lockbench");
+		exit(1);
+	}
+	lock_init(kind, l);
+	for (int r = 0; r < reps; r++) {
+		struct handoff h = { .lock = l, .kind = kind };
+		pthread_t t;
+		uint64_t t_unlock;
+
+		do_lock(kind, l);
+		if (pthread_create(&t, NULL, waiter_fn[kind], &h)) {
+			perror("pthread_create");
+			exit(1);
+		}
+		while (!__atomic_load_n(&h.started, __ATOMIC_ACQUIRE))
+			sched_yield();
+		sleep_ns(hold_ns);
+		t_unlock = bench_now_ns();
+		do_unlock(kind, l);
+		pthread_join(t, NULL);
+		delay[r] = (double)(h.t_acq - t_unlock);
+		cpu[r] = (double)h.cpu_ns;
+	}
+	bench_sort_double(delay, (size_t)reps);
+	bench_sort_double(cpu, (size_t)reps);
+	c->delay_p50_ns = bench_median(delay, (size_t)reps);
+	c->delay_max_ns = delay[reps - 1];
+	c->cpu_p50_ns = bench_median(cpu, (size_t)reps);
+	c->cpu_max_ns = cpu[reps - 1];
+	lock_destroy(kind, l);
+	free(cpu);
+	free(delay);
+	free(l);
+}
+
+/* ---- instruction counting: N uncontended pairs ---- */
+
+static __ao_noinline void pairs_aorta(struct ao_spinlock *l, long n)
+{
+	for (long i = 0; i < n; i++) {
+		ao_spin_lock(l);
+		ao_spin_unlock(l);
+	}
+}
+
+static __ao_noinline void pairs_seed(struct seed_lock *l, long n)
+{
+	for (long i = 0; i < n; i++) {
+		seed_lock_acquire(l);
+		seed_lock_release(l);
+	}
+}
+
+static __ao_noinline void pairs_mutex(pthread_mutex_t *l, long n)
+{
+	for (long i = 0; i < n; i++) {
+		pthread_mutex_lock(l);
+		pthread_mutex_unlock(l);
+	}
+}
+
+static __ao_noinline void pairs_pspin(pthread_spinlock_t *l, long n)
+{
+	for (long i = 0; i < n; i++) {
+		pthread_spin_lock(l);
+		pthread_spin_unlock(l);
+	}
+}
+
+/* The loop alone, to see what the loop itself costs. */
+static __ao_noinline void pairs_none(long *l, long n)
+{
+	for (long i = 0; i < n; i++)
+		__asm__ __volatile__("" : : "r"(l) : "memory");
+}
+
+static int run_pairs(const char *name, long n)
+{
+	union any_lock l;
+	long dummy = 0;
+	int kind = -1;
+	uint64_t t;
+
+	for (int k = 0; k < L_NR; k++)
+		if (!strcmp(name, lock_names[k]))
+			kind = k;
+	if (kind < 0 && strcmp(name, "none")) {
+		fprintf(stderr, "lockbench: unknown --lock=%s\n", name);
+		return 2;
+	}
+	if (kind >= 0)
+		lock_init(kind, &l);
+	t = bench_now_ns();
+	switch (kind) {
+	case L_AORTA:
+		pairs_aorta(&l.ao, n);
+		break;
+	case L_SEED:
+		pairs_seed(&l.seed, n);
+		break;
+	case L_MUTEX:
+	case L_ADAPTIVE:
+		pairs_mutex(&l.mx, n);
+		break;
+	case L_PSPIN:
+		pairs_pspin(&l.sp, n);
+		break;
+	default:
+		pairs_none(&dummy, n);
+		break;
+	}
+	t = bench_now_ns() - t;
+	printf("%s: %ld pairs, %.2f ns per pair\n", name, n,
+	       n ? (double)t / (double)n : 0.0);
+	if (kind >= 0)
+		lock_destroy(kind, &l);
+	return 0;
+}
+
+/* ---- options ---- */
+
+static long opt_pairs = -1;
+static const char *opt_lock = "aorta";
+static int opt_threads[8] = { 1, 2, 4, 8, 16 };
+static int opt_nthreads = 5;
+static double opt_work_factor = 4.0;
+
+static bool extra_opt(const char *a)
+{
+	if (!strncmp(a, "--pairs=", 8)) {
+		opt_pairs = atol(a + 8);
+		return opt_pairs >= 0;
+	}
+	if (!strncmp(a, "--lock=", 7)) {
+		opt_lock = a + 7;
+		return true;
+	}
+	if (!strncmp(a, "--work=", 7)) {
+		opt_work_factor = atof(a + 7);
+		return opt_work_factor >= 0;
+	}
+	if (!strncmp(a, "--threads=", 10)) {
+		const char *p = a + 10;
+
+		opt_nthreads = 0;
+		while (*p && opt_nthreads < 8) {
+			char *end;
+			long v = strtol(p, &end, 10);
+
+			p = end;
+
+			if (v < 1 || v > 1024)
+				return false;
+			opt_threads[opt_nthreads++] = (int)v;
+			if (*p == ',')
+				p++;
+			else if (*p)
+				return false;
+		}
+		return opt_nthreads > 0;
+	}
+	return false;
+}
+
+static const char extra_usage[] =
+	"  --threads=LIST  thread counts (default 1,2,4,8,16)\n"
+	"  --work=F        work between acquisitions, in critical sections "
+	"(4)\n"
+	"  --pairs=N       only N uncontended lock+unlock pairs of --lock\n"
+	"  --lock=L        aorta, seed, mutex, mutex-adaptive, pthread-spin, "
+	"none";
+
+/* ---- output ---- */
+
+static const uint64_t cs_list[] = { 50, 1000 };
+#define NCS ARRAY_SIZE(cs_list)
+#define MAXT 8
+
+static struct cell res[NCS][MAXT][L_NR];
+static bool res_ok[NCS][MAXT][L_NR];
+static struct hcell hres[2][L_NR];
+static bool hres_ok[2][L_NR];
+static const uint64_t hold_list[2] = { 100000, 20000000 };
+
+static double median_of(double *v, int n)
+{
+	return bench_median(v, (size_t)n);
+}
+
+static void cell_median(struct cell *runs, int n, struct cell *out)
+{
+	double v[64];
+
+	*out = runs[n / 2];
+#define MED(f)                              \
+	do {                                \
+		for (int i = 0; i < n; i++) \
+			v[i] = runs[i].f;   \
+		out->f = median_of(v, n);   \
+	} while (0)
+	MED(acq_per_s);
+	MED(cpu_s_per_m);
+	MED(fairness);
+	MED(p99_ns);
+	MED(max_ns);
+#undef MED
+	/* Phase shares: sums over the runs. */
+	memset(&out->st, 0, sizeof(out->st));
+	for (int i = 0; i < n; i++)
+		ao_spin_stats_add(&out->st, &runs[i].st);
+}
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : 0;
+}
+
+static void print_cell_json(int kind, int threads, uint64_t cs, uint64_t work,
+			    const struct cell *c, const struct cell *mutex,
+			    const struct cell *seed)
+{
+	bench_json_begin("lockbench");
+	bench_json_str("scenario", "contended");
+	bench_json_str("lock", lock_names[kind]);
+	bench_json_int("threads", threads);
+	bench_json_int("cs_ns", (long long)cs);
+	bench_json_int("work_ns", (long long)work);
+	bench_json_num("acq_per_s", c->acq_per_s);
+	bench_json_num("cpu_s_per_m", c->cpu_s_per_m);
+	bench_json_num("fairness", c->fairness);
+	bench_json_num("p99_ns", c->p99_ns);
+	bench_json_num("max_ns", c->max_ns);
+	bench_json_num("vs_mutex", ratio(c->acq_per_s, mutex->acq_per_s));
+	bench_json_num("vs_seed", ratio(c->acq_per_s, seed->acq_per_s));
+	bench_json_num("max_vs_mutex", ratio(c->max_ns, mutex->max_ns));
+	if (c->have_st) {
+		double all = (double)(c->st.fast + c->st.phase1 + c->st.phase2 +
+				      c->st.phase3);
+
+		all = all > 0 ? all : 1;
+		bench_json_num("fast", (double)c->st.fast / all);
+		bench_json_num("phase1", (double)c->st.phase1 / all);
+		bench_json_num("phase2", (double)c->st.phase2 / all);
+		bench_json_num("phase3", (double)c->st.phase3 / all);
+		bench_json_num("handoffs", (double)c->st.handoffs / all);
+	}
+	bench_json_end();
+}
+
+static void fmt_ns(char *buf, size_t n, double ns)
+{
+	if (ns < 10000)
+		snprintf(buf, n, "%.2fus", ns / 1e3);
+	else if (ns < 10000000)
+		snprintf(buf, n, "%.0fus", ns / 1e3);
+	else
+		snprintf(buf, n, "%.1fms", ns / 1e6);
+}
+
+static void print_cell_text(int kind, int threads, const struct cell *c,
+			    const struct cell *mutex, const struct cell *seed)
+{
+	char p99[32], mx[32], ph[64] = "";
+
+	fmt_ns(p99, sizeof(p99), c->p99_ns);
+	fmt_ns(mx, sizeof(mx), c->max_ns);
+	if (c->have_st) {
+		double all = (double)(c->st.fast + c->st.phase1 + c->st.phase2 +
+				      c->st.phase3);
+
+		all = all > 0 ? all : 1;
+		snprintf(ph, sizeof(ph), "%.1f/%.1f/%.2f/%.2f",
+			 100.0 * (double)c->st.fast / all,
+			 100.0 * (double)c->st.phase1 / all,
+			 100.0 * (double)c->st.phase2 / all,
+			 100.0 * (double)c->st.phase3 / all);
+	}
+	printf("%3d %-14s %8.3f %8.3f %5.2f %9s %9s %6.2fx %6.2fx  %s\n",
+	       threads, lock_names[kind], c->acq_per_s / 1e6, c->cpu_s_per_m,
+	       c->fairness, p99, mx, ratio(c->acq_per_s, mutex->acq_per_s),
+	       ratio(c->acq_per_s, seed->acq_per_s), ph);
+}
+
+static int nfail;
+
+static void target(bool ok, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void target(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("  [%s] ", ok ? "ok" : "MISS");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	nfail += !ok;
+}
+
+static void print_targets(void)
+{
+	printf("\nTargets (issue #2), aorta against this run's baselines:\n");
+	for (size_t ci = 0; ci < NCS; ci++) {
+		double want = cs_list[ci] >= 1000 ? 1.4 : 1.1;
+
+		for (int ti = 0; ti < opt_nthreads; ti++) {
+			const struct cell *a = &res[ci][ti][L_AORTA];
+			const struct cell *m = &res[ci][ti][L_MUTEX];
+			const struct cell *s = &res[ci][ti][L_SEED];
+			int t = opt_threads[ti];
+
+			if (t < 4 || !res_ok[ci][ti][L_AORTA] ||
+			    !res_ok[ci][ti][L_MUTEX] || !res_ok[ci][ti][L_SEED])
+				continue;
+			target(ratio(a->acq_per_s, m->acq_per_s) >= want &&
+				       ratio(a->acq_per_s, s->acq_per_s) >=
+					       0.95,
+			       "cs %4lluns t%-2d throughput %.2fx mutex "
+			       "(>= %.1f), %.2fx seed (>= 0.95)",
+			       (unsigned long long)cs_list[ci], t,
+			       ratio(a->acq_per_s, m->acq_per_s), want,
+			       ratio(a->acq_per_s, s->acq_per_s));
+			if (t != 16)
+				continue;
+			target(a->fairness >= 0.6 && a->max_ns <= 2 * m->max_ns,
+			       "cs %4lluns t16 fairness %.2f (>= 0.6), max "
+			       "wait %.2fx mutex's (<= 2; %.1f vs %.1f ms)",
+			       (unsigned long long)cs_list[ci], a->fairness,
+			       ratio(a->max_ns, m->max_ns), a->max_ns / 1e6,
+			       m->max_ns / 1e6);
+		}
+	}
+	if (hres_ok[1][L_AORTA] && hres_ok[1][L_MUTEX]) {
+		const struct hcell *a = &hres[1][L_AORTA];
+		const struct hcell *m = &hres[1][L_MUTEX];
+
+		target(a->delay_p50_ns <= 1.2 * m->delay_p50_ns,
+		       "handoff 20ms: p50 delay %.0fus = %.2fx mutex's %.0fus "
+		       "(<= 1.2)",
+		       a->delay_p50_ns / 1e3,
+		       ratio(a->delay_p50_ns, m->delay_p50_ns),
+		       m->delay_p50_ns / 1e3);
+		target(a->cpu_max_ns <= 100000,
+		       "handoff 20ms: waiter CPU p50 %.0fus, max %.0fus "
+		       "(<= 100us)",
+		       a->cpu_p50_ns / 1e3, a->cpu_max_ns / 1e3);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o;
+	char name[96];
+	int reps[2];
+
+	bench_parse(argc, argv, &o, 0.5, 3, extra_usage, extra_opt);
+	ao_clock_calibrate();
+	if (opt_pairs >= 0)
+		return run_pairs(opt_lock, opt_pairs);
+	if (o.quick) {
+		o.seconds = o.seconds < 0.1 ? o.seconds : 0.1;
+		o.runs = 1;
+	}
+	reps[0] = o.quick ? 30 : 200;
+	reps[1] = o.quick ? 5 : 25;
+
+	if (!o.json)
+		printf("lockbench: %ld CPUs, %s, %.2fs per cell, %d run%s "
+		       "(medians), work between acquisitions = %.1f x the "
+		       "critical section\n",
+		       sysconf(_SC_NPROCESSORS_ONLN), ao_arch_name(), o.seconds,
+		       o.runs, o.runs > 1 ? "s" : "", opt_work_factor);
+	for (size_t ci = 0; ci < NCS; ci++) {
+		uint64_t cs = cs_list[ci];
+		uint64_t work = (uint64_t)((double)cs * opt_work_factor);
+
+		if (!o.json)
+			printf("\ncritical section %lluns, work between %lluns\n"
+			       "thr lock             Macq/s  cpu-s/M  fair "
+			       "      p99       max vs-mutx vs-seed  aorta "
+			       "fast/p1/p2/p3 %%\n",
+			       (unsigned long long)cs,
+			       (unsigned long long)work);
+		for (int ti = 0; ti < opt_nthreads; ti++) {
+			int t = opt_threads[ti];
+			struct cell runs[L_NR][64];
+			int nr = o.runs > 64 ? 64 : o.runs;
+
+			for (int r = 0; r < nr; r++)
+				for (int k = 0; k < L_NR; k++) {
+					snprintf(name, sizeof(name),
+						 "%s/t%d/cs%llu", lock_names[k],
+						 t, (unsigned long long)cs);
+					if (!bench_selected(&o, name))
+						continue;
+					run_cell(k, t, cs, work, o.seconds,
+						 &runs[k][r]);
+					res_ok[ci][ti][k] = true;
+				}
+			for (int k = 0; k < L_NR; k++)
+				if (res_ok[ci][ti][k])
+					cell_median(runs[k], nr,
+						    &res[ci][ti][k]);
+			for (int k = 0; k < L_NR; k++) {
+				if (!res_ok[ci][ti][k])
+					continue;
+				if (o.json)
+					print_cell_json(k, t, cs, work,
+							&res[ci][ti][k],
+							&res[ci][ti][L_MUTEX],
+							&res[ci][ti][L_SEED]);
+				else
+					print_cell_text(k, t, &res[ci][ti][k],
+							&res[ci][ti][L_MUTEX],
+							&res[ci][ti][L_SEED]);
+			}
+		}
+	}
+
+	if (!o.json)
+		printf("\nhandoff: one waiter, the holder sleeps then unlocks\n"
+		       "hold    lock           reps  delay-p50  delay-max  "
+		       "waiter-cpu-p50  cpu-max  vs-mutx vs-seed\n");
+	for (int hi = 0; hi < 2; hi++) {
+		for (int k = 0; k < L_NR; k++) {
+			snprintf(name, sizeof(name), "%s/handoff%llu",
+				 lock_names[k],
+				 (unsigned long long)hold_list[hi] / 1000);
+			if (!bench_selected(&o, name))
+				continue;
+			run_handoff(k, hold_list[hi], reps[hi], &hres[hi][k]);
+			hres_ok[hi][k] = true;
+		}
+		for (int k = 0; k < L_NR; k++) {
+			const struct hcell *c = &hres[hi][k];
+			double vm = ratio(c->delay_p50_ns,
+					  hres[hi][L_MUTEX].delay_p50_ns);
+			double vs = ratio(c->delay_p50_ns,
+					  hres[hi][L_SEED].delay_p50_ns);
+			char d50[32], dmx[32], c50[32], cmx[32];
+
+			if (!hres_ok[hi][k])
+				continue;
+			if (o.json) {
+				bench_json_begin("lockbench");
+				bench_json_str("scenario", "handoff");
+				bench_json_str("lock", lock_names[k]);
+				bench_json_int("hold_ns",
+					       (long long)hold_list[hi]);
+				bench_json_int("reps", reps[hi]);
+				bench_json_num("delay_p50_ns", c->delay_p50_ns);
+				bench_json_num("delay_max_ns", c->delay_max_ns);
+				bench_json_num("waiter_cpu_p50_ns",
+					       c->cpu_p50_ns);
+				bench_json_num("waiter_cpu_max_ns",
+					       c->cpu_max_ns);
+				bench_json_num("delay_vs_mutex", vm);
+				bench_json_num("delay_vs_seed", vs);
+				bench_json_end();
+				continue;
+			}
+			fmt_ns(d50, sizeof(d50), c->delay_p50_ns);
+			fmt_ns(dmx, sizeof(dmx), c->delay_max_ns);
+			fmt_ns(c50, sizeof(c50), c->cpu_p50_ns);
+			fmt_ns(cmx, sizeof(cmx), c->cpu_max_ns);
+			printf("%-7s %-14s %4d %10s %10s %15s %8s %7.2fx "
+			       "%6.2fx\n",
+			       hi ? "20ms" : "0.1ms", lock_names[k], reps[hi],
+			       d50, dmx, c50, cmx, vm, vs);
+		}
+	}
+	if (!o.json)
+		print_targets();
+	return 0;
+}
