@@ -66,6 +66,14 @@ endif
 endif
 out := $(if $(O),$(patsubst %/,%,$(O))/,)
 
+# Kbuild files may say obj-$(CONFIG_URING) += x.o: y when a program using
+# liburing compiles and links for the target (not, say, with a
+# cross-compiler that has no liburing for its architecture; the io layer
+# then runs on epoll alone).
+CONFIG_URING ?= $(shell printf '\043include <liburing.h>\nint main(void)\
+		  { return io_uring_queue_init(1, 0, 0); }\n' | \
+		  $(CC) -x c - -o /dev/null -luring >/dev/null 2>&1 && echo y)
+
 # ---------------------------------------------------------------------------
 # Walk the Kbuild files.  Order matters only for readability: dependencies
 # point down (io -> core -> sync -> arch).
@@ -128,7 +136,7 @@ c_flags = $(KBUILD_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -MF $(@:.o=.d)
 ld_flags = -pthread $(KBUILD_LDFLAGS) $(LDFLAGS)
 
 # Anything that changes the command line rebuilds every object.
-flags-sig := $(CC) $(KBUILD_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) $(ld_flags)
+flags-sig := $(CC) $(CONFIG_URING) $(KBUILD_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) $(ld_flags)
 flags-file := $(out).aorta-flags
 
 # ---------------------------------------------------------------------------
@@ -183,6 +191,7 @@ define AO_CONFIG_TEXT
 #define AORTA_CONFIG_H
 #define AO_CONFIG_DEBUG $(if $(filter 1,$(DEBUG)),1,0)
 #define AO_CONFIG_LOCK_STATS $(if $(filter 0,$(LOCK_STATS)),0,1)
+#define AO_CONFIG_URING $(if $(filter y,$(CONFIG_URING)),1,0)
 #define AO_VERSION "$(VERSION)"
 #endif
 endef
