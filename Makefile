@@ -233,12 +233,16 @@ $(test-bins): prog-libs = -lcmocka
 $(test-bins): $(out)tests/%: $(out)tests/%.o $(test-helpers) $(lib-a)
 	$(call cmd,ld_prog)
 
-PHONY += tests check installcheck
+PHONY += tests check check-run installcheck
 tests: $(test-bins)
 
 # The ABI and install checks first, so that the run ends with the CMocka
 # runners' summaries.
-check: deps $(test-bins)
+# deps runs to completion before anything is compiled, even with -j.
+check: deps
+	$(Q)$(MAKE) check-run
+
+check-run: $(test-bins)
 ifeq ($(SANITIZE),)
 	$(Q)sh tests/symbols-test.sh "$(out)"
 	$(Q)$(MAKE) installcheck
@@ -249,26 +253,54 @@ installcheck: all
 	$(Q)sh tests/install-test.sh "$(MAKE)" "$(out)"
 
 # ---------------------------------------------------------------------------
-# Benchmarks and tools: tools/bench/<name>.c is one program, linked with the
-# shared helpers (bench.c) and the baselines the benchmarks compare against.
+# Benchmarks and tools.
+#  - tools/bench/<name>.c is one benchmark, linked with the shared helpers
+#    (bench.c) and the baselines the benchmarks compare against
+#    (tools/bench/baseline/*.c);
+#  - tools/bench/baseline/<name>_server.c is a stand-alone baseline program;
+#  - tools/<name>/ (echo, load, ...) builds the program ao-<name> from all of
+#    its .c files.
 
 bench-srcs	:= $(filter-out tools/bench/bench.c, \
 		   $(sort $(wildcard tools/bench/*.c)))
 bench-bins	:= $(patsubst %.c,$(out)%,$(bench-srcs))
+baseline-progs	:= $(patsubst %.c,$(out)%, \
+		   $(wildcard tools/bench/baseline/*_server.c))
 bench-common	:= $(out)tools/bench/bench.o \
-		   $(patsubst %.c,$(out)%.o,$(wildcard tools/bench/baseline/*.c))
+		   $(patsubst %.c,$(out)%.o,$(filter-out %_server.c, \
+		   $(wildcard tools/bench/baseline/*.c)))
 
 $(bench-bins): prog-libs = -lm
 $(bench-bins): $(out)tools/bench/%: $(out)tools/bench/%.o $(bench-common) \
 	       $(lib-a)
 	$(call cmd,ld_prog)
 
+$(baseline-progs): prog-libs = -lm
+$(baseline-progs): %: %.o
+	$(call cmd,ld_prog)
+
+tool-dirs	:= $(filter-out bench plot, $(notdir $(patsubst %/,%, \
+		   $(sort $(dir $(wildcard tools/*/*.c))))))
+tool-bins	:= $(foreach t,$(tool-dirs),$(out)tools/$(t)/ao-$(t))
+
+define tool_rule
+$(out)tools/$(1)/ao-$(1): prog-libs = -lm
+$(out)tools/$(1)/ao-$(1): $(patsubst %.c,$(out)%.o,$(wildcard tools/$(1)/*.c)) \
+			  $(lib-a)
+	$$(call cmd,ld_prog)
+endef
+$(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
+
+PHONY += tools
+tools: $(tool-bins)
+
 PHONY += bench demo
-bench: $(bench-bins)
+bench: $(bench-bins) $(baseline-progs)
 
 # Until the echo server exists, the demo is a short run of the lock
 # benchmark.
-demo: deps $(out)tools/bench/lockbench
+demo: deps
+	$(Q)$(MAKE) $(out)tools/bench/lockbench
 	$(Q)$(out)tools/bench/lockbench --quick
 
 # ---------------------------------------------------------------------------
@@ -347,6 +379,7 @@ clean:
 		-not -path './.git/*' -delete 2>/dev/null || true
 	$(Q)rm -f $(lib-a) $(lib-so) $(lib-so-links) $(out)libaorta.map \
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
+		$(baseline-progs) $(tool-bins) \
 		$(out)tests/*.log
 	$(Q)rm -rf $(out)include/generated $(out)tests/install-root
 
@@ -371,6 +404,7 @@ help:
 	@echo '  installcheck    - install into a scratch root and build a'
 	@echo '                    program against it with pkg-config'
 	@echo '  bench           - build the benchmarks in tools/bench'
+	@echo '  tools           - build the programs in tools/<name>/ (ao-<name>)'
 	@echo '  demo            - the quick-start demo'
 	@echo '  deps            - apt-get install the packages that are missing'
 	@echo '  install         - install headers, libraries, aorta.pc'
@@ -403,4 +437,6 @@ FORCE:
 .DELETE_ON_ERROR:
 
 -include $(lib-objs:.o=.d) $(test-bins:=.d) $(test-helpers:.o=.d) \
-	 $(bench-bins:=.d) $(bench-common:.o=.d)
+	 $(bench-bins:=.d) $(bench-common:.o=.d) $(baseline-progs:=.d) \
+	 $(foreach t,$(tool-dirs),$(patsubst %.c,$(out)%.d, \
+	 $(wildcard tools/$(t)/*.c)))
