@@ -1,0 +1,1066 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ao-load: a load generator for echo servers (ao-echo, and the baselines
+ * in tools/bench/baseline/).
+ *
+ * Closed loop (the default): every connection keeps --pipeline requests in
+ * flight and sends the next as soon as one is answered; latency runs from
+ * the send.  Open loop (--rate): requests are due on a fixed schedule, the
+ * total rate spread evenly over the connections, and latency runs from the
+ * intended send time, so a server that stalls is charged for every request
+ * it delayed, not just the one it sat on (the coordinated-omission
+ * correction of wrk2).  A connection sends its due requests as soon as it
+ * has room (at most --pipeline in flight).
+ *
+ * Every echoed byte is compared with what was sent, in order; a frame with
+ * any wrong byte is a mismatch.  The connections are spread over --threads
+ * workers, each running its share in one engine loop (epoll or io_uring).
+ * The connections are opened first (evenly over --ramp), then the load runs
+ * on all of them for --duration or until --requests are answered; at the
+ * end the requests still in flight get --timeout to come back.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <aorta/clock.h>
+#include <aorta/config.h>
+#include "load.h"
+
+#define NS 1000000000ull
+#define CHECK_NS (100 * 1000000ull) /* timeouts, the stop flag */
+#define MAX_CONNS 1000000u
+#define MAX_PIPELINE 65536u
+#define MAX_THREADS 1024u
+#define MAX_LOG 8 /* connection messages per run, then a count */
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define BUMP(x, n) STORE(x, (x) + (n))
+
+static const char *prog = "ao-load";
+static volatile sig_atomic_t got_signal;
+static int log_count; /* atomic */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s --port=PORT [options]\n"
+		"Load an echo server and measure its latency.\n"
+		"\n"
+		"Target:\n"
+		"  -a, --addr=ADDR       server address (default 127.0.0.1; IPv4 or IPv6)\n"
+		"  -p, --port=PORT       server port (required)\n"
+		"  -f, --framing=F       raw, len16 or len32 (2/4-byte length header in\n"
+		"                        network byte order; default raw): as the server\n"
+		"Load:\n"
+		"  -c, --connections=N   connections (default 64)\n"
+		"  -P, --pipeline=P      requests in flight per connection (default 1)\n"
+		"  -R, --rate=R          open loop: R requests/s in total, latency from\n"
+		"                        each request's intended send time (default:\n"
+		"                        closed loop)\n"
+		"  -s, --size=B          payload bytes per request (default 128; k = 1024)\n"
+		"  -d, --duration=T      run for T (default 10s; ms, s, m, h)\n"
+		"  -n, --requests=N      stop after N requests (k, M, G = 1000s); with\n"
+		"                        --duration, whichever comes first\n"
+		"      --ramp=T          open the connections evenly over T (default 0)\n"
+		"      --timeout=T       connect timeout, request timeout, final drain\n"
+		"                        (default 5s)\n"
+		"Engine:\n"
+		"  -e, --engine=E        epoll or uring (default epoll)\n"
+		"  -t, --threads=N       worker threads (default 1)\n"
+		"Output:\n"
+		"      --json            the result as one JSON object on stdout\n"
+		"      --hist=FILE       the latency distribution as CSV (see\n"
+		"                        tools/plot/)\n"
+		"      --progress=WHEN   a line a second: auto (on a terminal), always,\n"
+		"                        never\n"
+		"  -q, --quiet           --progress=never\n"
+		"  -h, --help            this help\n"
+		"  -V, --version         the version\n"
+		"\n"
+		"Exit status: 0 ok; 1 errors or mismatches during the run; 2 usage;\n"
+		"3 could not connect.\n",
+		prog);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'.\n", prog);
+	exit(EXIT_USAGE);
+}
+
+enum {
+	OPT_RAMP = 256,
+	OPT_TIMEOUT,
+	OPT_JSON,
+	OPT_HIST,
+	OPT_PROGRESS,
+};
+
+static const struct option long_opts[] = {
+	{ "addr", required_argument, NULL, 'a' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "framing", required_argument, NULL, 'f' },
+	{ "connections", required_argument, NULL, 'c' },
+	{ "pipeline", required_argument, NULL, 'P' },
+	{ "rate", required_argument, NULL, 'R' },
+	{ "size", required_argument, NULL, 's' },
+	{ "duration", required_argument, NULL, 'd' },
+	{ "requests", required_argument, NULL, 'n' },
+	{ "ramp", required_argument, NULL, OPT_RAMP },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "engine", required_argument, NULL, 'e' },
+	{ "threads", required_argument, NULL, 't' },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "hist", required_argument, NULL, OPT_HIST },
+	{ "progress", required_argument, NULL, OPT_PROGRESS },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static uint64_t need_count(const char *name, const char *s, uint64_t min,
+			   uint64_t max)
+{
+	uint64_t v;
+
+	if (parse_count(s, min, max, &v))
+		bad_usage("--%s: '%s' is not a number in %llu..%llu", name, s,
+			  (unsigned long long)min, (unsigned long long)max);
+	return v;
+}
+
+static uint64_t need_duration(const char *name, const char *s, uint64_t min)
+{
+	uint64_t v;
+
+	if (parse_duration(s, min, 1000000 * NS, &v))
+		bad_usage(
+			"--%s: '%s' is not a duration (like 10, 2.5s, 500ms, 1m)",
+			name, s);
+	return v;
+}
+
+static void parse_args(int argc, char **argv, struct load_ctx *ctx)
+{
+	struct load_opts *o = &ctx->o;
+	bool have_port = false, have_duration = false;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ctx->sa;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ctx->sa;
+	uint64_t v;
+	int c;
+
+	o->addr = "127.0.0.1";
+	o->conns = 64;
+	o->pipeline = 1;
+	o->threads = 1;
+	o->duration_ns = 10 * NS;
+	o->timeout_ns = 5 * NS;
+	o->size = 128;
+	o->framing = FRAMING_RAW;
+	o->engine = ENGINE_EPOLL;
+	o->progress = -1;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":a:p:f:c:P:R:s:d:n:e:t:qhV",
+				long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			o->addr = optarg;
+			break;
+		case 'p':
+			o->port =
+				(uint16_t)need_count("port", optarg, 1, 65535);
+			have_port = true;
+			break;
+		case 'f':
+			if (framing_parse(optarg, &o->framing))
+				bad_usage(
+					"--framing: '%s' is not raw, len16 or len32",
+					optarg);
+			break;
+		case 'c':
+			o->conns = (uint32_t)need_count("connections", optarg,
+							1, MAX_CONNS);
+			break;
+		case 'P':
+			o->pipeline = (uint32_t)need_count("pipeline", optarg,
+							   1, MAX_PIPELINE);
+			break;
+		case 'R':
+			o->rate = need_count("rate", optarg, 1, 1000000000ull);
+			break;
+		case 's':
+			if (parse_size(optarg, 1, PAYLOAD_MAX, &v))
+				bad_usage("--size: '%s' is not a size in 1..%u",
+					  optarg, PAYLOAD_MAX);
+			o->size = (size_t)v;
+			break;
+		case 'd':
+			o->duration_ns =
+				need_duration("duration", optarg, 1000000);
+			have_duration = true;
+			break;
+		case 'n':
+			o->requests = need_count("requests", optarg, 1,
+						 UINT64_MAX >> 8);
+			break;
+		case OPT_RAMP:
+			o->ramp_ns = need_duration("ramp", optarg, 0);
+			break;
+		case OPT_TIMEOUT:
+			o->timeout_ns =
+				need_duration("timeout", optarg, 1000000);
+			break;
+		case 'e':
+			if (!strcmp(optarg, "epoll"))
+				o->engine = ENGINE_EPOLL;
+			else if (!strcmp(optarg, "uring") ||
+				 !strcmp(optarg, "io_uring"))
+				o->engine = ENGINE_URING;
+			else
+				bad_usage(
+					"--engine: '%s' is not epoll or uring",
+					optarg);
+			break;
+		case 't':
+			o->threads = (uint32_t)need_count("threads", optarg, 1,
+							  MAX_THREADS);
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_HIST:
+			o->hist_path = optarg;
+			break;
+		case OPT_PROGRESS:
+			if (!strcmp(optarg, "auto"))
+				o->progress = -1;
+			else if (!strcmp(optarg, "always"))
+				o->progress = 1;
+			else if (!strcmp(optarg, "never"))
+				o->progress = 0;
+			else
+				bad_usage(
+					"--progress: '%s' is not auto, always or never",
+					optarg);
+			break;
+		case 'q':
+			o->progress = 0;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(EXIT_OK);
+		case 'V':
+			printf("%s %s\n", prog, AO_VERSION);
+			exit(EXIT_OK);
+		case ':':
+			bad_usage("option '%s' needs a value",
+				  argv[optind - 1]);
+		default:
+			if (optopt)
+				bad_usage("unknown option '-%c'", optopt);
+			bad_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		bad_usage("unexpected argument '%s'", argv[optind]);
+	if (!have_port)
+		bad_usage("--port is required");
+	if (o->requests && !have_duration)
+		o->duration_ns = 0;
+	if (o->size > framing_max_payload(o->framing))
+		bad_usage(
+			"--size: %zu bytes do not fit %s framing (at most %zu)",
+			o->size, framing_name(o->framing),
+			framing_max_payload(o->framing));
+	if (o->threads > o->conns)
+		o->threads = o->conns;
+	if (o->engine == ENGINE_URING && !engine_uring_available())
+		bad_usage("--engine=uring: this build has no io_uring engine "
+			  "(%s)",
+			  AO_CONFIG_URING ?
+				  "liburing.so.2 not found" :
+				  "liburing was not found when it was built");
+
+	memset(&ctx->sa, 0, sizeof(ctx->sa));
+	if (inet_pton(AF_INET, o->addr, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(o->port);
+		ctx->salen = sizeof(*sin);
+	} else if (inet_pton(AF_INET6, o->addr, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(o->port);
+		ctx->salen = sizeof(*sin6);
+	} else {
+		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address",
+			  o->addr);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Messages */
+
+void worker_error(struct worker *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (w->err[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(w->err, sizeof(w->err), fmt, ap);
+	va_end(ap);
+}
+
+void conn_log(struct worker *w, struct conn *c, const char *fmt, ...)
+{
+	int n = __atomic_fetch_add(&log_count, 1, __ATOMIC_RELAXED);
+	char buf[200];
+	va_list ap;
+
+	(void)w;
+	if (n >= MAX_LOG) {
+		if (n == MAX_LOG)
+			fprintf(stderr,
+				"%s: further connection messages not shown\n",
+				prog);
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: connection %u: %s\n", prog, c->id, buf);
+}
+
+/* ------------------------------------------------------------------ */
+/* Requests */
+
+uint32_t conn_inflight(const struct worker *w, const struct conn *c)
+{
+	return (uint32_t)(c->n_queued - c->rx / w->frame_len);
+}
+
+static void conn_mark_dirty(struct worker *w, struct conn *c)
+{
+	if (!c->dirty) {
+		c->dirty = true;
+		w->flush[w->nflush++] = c;
+	}
+}
+
+static void conn_queue(struct worker *w, struct conn *c, uint64_t t_start,
+		       uint64_t now)
+{
+	const struct load_opts *o = &w->ctx->o;
+	uint32_t slot = (uint32_t)(c->n_queued % o->pipeline);
+
+	if (conn_inflight(w, c) == 0)
+		c->last_progress = now;
+	frame_build(c->ring + (size_t)slot * w->frame_len, o->framing, o->size,
+		    (uint64_t)c->id << 40 | c->n_queued, t_start, w->pattern);
+	c->t_start[slot] = t_start;
+	c->n_queued++;
+	conn_mark_dirty(w, c);
+}
+
+/* Open loop: the intended send time of request g of the whole schedule. */
+static uint64_t intended_ns(const struct load_ctx *ctx, uint64_t g)
+{
+	return ctx->t0 + (uint64_t)((unsigned __int128)g * NS / ctx->o.rate);
+}
+
+/* The global schedule number of this connection's request k. */
+static uint64_t conn_sched(const struct load_ctx *ctx, const struct conn *c,
+			   uint64_t k)
+{
+	return k * ctx->o.conns + c->id;
+}
+
+void conn_fill(struct worker *w, struct conn *c, uint64_t now)
+{
+	const struct load_ctx *ctx = w->ctx;
+	uint32_t p = ctx->o.pipeline;
+
+	if (c->dead)
+		return;
+	if (ctx->o.rate) {
+		/* Due requests go out even when stopping: they were due. */
+		while (c->n_queued < c->n_due && conn_inflight(w, c) < p)
+			conn_queue(w, c,
+				   intended_ns(ctx,
+					       conn_sched(ctx, c, c->n_queued)),
+				   now);
+		return;
+	}
+	while (!w->stopping && w->issued < w->quota &&
+	       conn_inflight(w, c) < p) {
+		conn_queue(w, c, now, now);
+		w->issued++;
+	}
+}
+
+void conn_on_data(struct worker *w, struct conn *c, const uint8_t *p, size_t n,
+		  uint64_t now)
+{
+	const struct load_opts *o = &w->ctx->o;
+	size_t f = w->frame_len, off, chunk;
+	uint64_t slot, lat;
+
+	if (c->dead)
+		return;
+	if (c->rx + n > c->tx) {
+		conn_log(w, c,
+			 "the server sent %llu bytes more than it was sent",
+			 (unsigned long long)(c->rx + n - c->tx));
+		conn_fail(w, c, -1);
+		return;
+	}
+	BUMP(w->st.rx_bytes, n);
+	c->last_progress = now;
+	while (n) {
+		off = (size_t)(c->rx % f);
+		slot = (c->rx / f) % o->pipeline;
+		chunk = f - off < n ? f - off : n;
+		if (memcmp(c->ring + slot * f + off, p, chunk))
+			c->bad = true;
+		c->rx += chunk;
+		p += chunk;
+		n -= chunk;
+		if (off + chunk < f)
+			break;
+		lat = now > c->t_start[slot] ? now - c->t_start[slot] : 0;
+		hist_record(&w->hist, lat);
+		BUMP(w->st.completed, 1);
+		if (c->bad) {
+			BUMP(w->st.mismatches, 1);
+			if (LOAD(w->st.mismatches) <= 3)
+				conn_log(
+					w, c,
+					"echo of request %llu does not match what was sent",
+					(unsigned long long)(c->rx / f - 1));
+			c->bad = false;
+		}
+	}
+	conn_fill(w, c, now);
+}
+
+void conn_on_sent(struct worker *w, struct conn *c, size_t n)
+{
+	c->tx += n;
+	BUMP(w->st.tx_bytes, n);
+}
+
+int conn_unsent(struct worker *w, struct conn *c, struct iovec *iov)
+{
+	size_t rs = (size_t)w->ctx->o.pipeline * w->frame_len;
+	uint64_t end = c->n_queued * w->frame_len;
+	size_t pos = (size_t)(c->tx % rs), len = (size_t)(end - c->tx);
+
+	if (!len)
+		return 0;
+	iov[0].iov_base = c->ring + pos;
+	if (pos + len <= rs) {
+		iov[0].iov_len = len;
+		return 1;
+	}
+	iov[0].iov_len = rs - pos;
+	iov[1].iov_base = c->ring;
+	iov[1].iov_len = len - (rs - pos);
+	return 2;
+}
+
+static const char *fail_reason(int err)
+{
+	if (err == 0)
+		return "closed by the server";
+	if (err < 0)
+		return "protocol error";
+	return strerror(err);
+}
+
+void conn_fail(struct worker *w, struct conn *c, int err)
+{
+	uint32_t lost;
+
+	if (c->dead)
+		return;
+	lost = conn_inflight(w, c);
+	c->dead = true;
+	w->alive--;
+	if (err != ETIMEDOUT) {
+		BUMP(w->st.conn_errors, 1);
+		if (err >= 0)
+			conn_log(w, c, "%s (%u requests in flight lost)",
+				 fail_reason(err), lost);
+	}
+	/* Wakes any operation in flight; the engine closes the fd later. */
+	shutdown(c->fd, SHUT_RDWR);
+}
+
+static void check_timeouts(struct worker *w, uint64_t now, bool all)
+{
+	uint32_t i, n;
+
+	for (i = 0; i < w->nconns; i++) {
+		struct conn *c = &w->conns[i];
+
+		if (c->dead)
+			continue;
+		n = conn_inflight(w, c);
+		if (!n)
+			continue;
+		if (all || now - c->last_progress > w->ctx->o.timeout_ns) {
+			BUMP(w->st.timeouts, n);
+			if (!all)
+				conn_log(
+					w, c,
+					"no answer for %.1f s (%u requests in flight)",
+					(double)(now - c->last_progress) / 1e9,
+					n);
+			conn_fail(w, c, ETIMEDOUT);
+		}
+	}
+}
+
+static bool worker_idle(struct worker *w)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->nconns; i++) {
+		struct conn *c = &w->conns[i];
+
+		if (!c->dead && conn_inflight(w, c))
+			return false;
+	}
+	return true;
+}
+
+uint64_t worker_tick(struct worker *w, uint64_t now)
+{
+	struct load_ctx *ctx = w->ctx;
+	uint64_t wait = CHECK_NS, t;
+
+	if (!w->stopping &&
+	    (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) ||
+	     (ctx->o.rate ? w->sched_j : w->issued) >= w->quota)) {
+		w->stopping = true;
+		w->drain_deadline = now + ctx->o.timeout_ns;
+	}
+	if (ctx->o.rate && !w->stopping) {
+		for (;;) {
+			struct conn *c = &w->conns[w->sched_j % w->nconns];
+			uint64_t k = w->sched_j / w->nconns;
+
+			t = intended_ns(ctx, conn_sched(ctx, c, k));
+			if (t > now) {
+				if (t - now < wait)
+					wait = t - now;
+				break;
+			}
+			if (!c->dead) {
+				c->n_due++;
+				conn_fill(w, c, now);
+			}
+			if (++w->sched_j >= w->quota)
+				break;
+		}
+	}
+	if (now - w->last_check >= CHECK_NS || w->stopping) {
+		if (now - w->last_check >= CHECK_NS) {
+			w->last_check = now;
+			check_timeouts(w, now, false);
+		}
+		if (w->stopping && now >= w->drain_deadline)
+			check_timeouts(w, now, true);
+		if (!w->alive || (w->stopping && worker_idle(w))) {
+			w->t_end = now;
+			return 0;
+		}
+	}
+	if (w->stopping && w->drain_deadline - now < wait)
+		wait = w->drain_deadline - now + 1;
+	return wait ? wait : 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Connections and workers */
+
+static pthread_barrier_t barrier;
+static int run_aborted; /* written by main before the barrier */
+
+static void sleep_until(uint64_t t)
+{
+	struct timespec ts = { .tv_sec = (time_t)(t / NS),
+			       .tv_nsec = (long)(t % NS) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+}
+
+static int conn_connect(struct load_ctx *ctx, struct conn *c)
+{
+	int one = 1, err = 0, r;
+	socklen_t len = sizeof(err);
+	struct pollfd pfd;
+
+	c->fd = socket(ctx->sa.ss_family,
+		       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		return errno;
+	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+		return errno;
+	if (!connect(c->fd, (struct sockaddr *)&ctx->sa, ctx->salen))
+		return 0;
+	if (errno != EINPROGRESS)
+		return errno;
+	pfd.fd = c->fd;
+	pfd.events = POLLOUT;
+	do {
+		r = poll(&pfd, 1, (int)(ctx->o.timeout_ns / 1000000));
+	} while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return errno;
+	if (r == 0)
+		return ETIMEDOUT;
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
+		return errno;
+	return err;
+}
+
+static int worker_setup(struct worker *w, uint64_t ramp_t0)
+{
+	const struct load_opts *o = &w->ctx->o;
+	size_t rxlen = 0;
+	uint32_t i;
+
+	if (o->engine == ENGINE_URING) {
+		rxlen = (size_t)o->pipeline * w->frame_len;
+		rxlen = rxlen < 4096 ? 4096 : rxlen > 65536 ? 65536 : rxlen;
+	}
+	w->pattern = malloc(pattern_len(o->size));
+	w->conns = calloc(w->nconns, sizeof(*w->conns));
+	w->flush = calloc(w->nconns, sizeof(*w->flush));
+	if (!w->pattern || !w->conns || !w->flush)
+		return ENOMEM;
+	pattern_fill(w->pattern, pattern_len(o->size), w->tid + 1);
+	for (i = 0; i < w->nconns; i++) {
+		struct conn *c = &w->conns[i];
+
+		c->fd = -1;
+		c->idx = i;
+		c->id = i * o->threads + w->tid;
+		c->ring = malloc((size_t)o->pipeline * w->frame_len);
+		c->t_start = calloc(o->pipeline, sizeof(*c->t_start));
+		if (rxlen)
+			c->rxbuf = malloc(rxlen);
+		if (!c->ring || !c->t_start || (rxlen && !c->rxbuf))
+			return ENOMEM;
+	}
+	for (i = 0; i < w->nconns; i++) {
+		struct conn *c = &w->conns[i];
+		int err;
+
+		if (o->ramp_ns)
+			sleep_until(ramp_t0 +
+				    (uint64_t)((unsigned __int128)c->id *
+					       o->ramp_ns / o->conns));
+		if (__atomic_load_n(&w->ctx->stop, __ATOMIC_ACQUIRE))
+			return EINTR;
+		err = conn_connect(w->ctx, c);
+		if (err)
+			return err;
+		w->connected++;
+	}
+	w->alive = w->nconns;
+	return 0;
+}
+
+static void worker_free(struct worker *w)
+{
+	uint32_t i;
+
+	for (i = 0; w->conns && i < w->nconns; i++) {
+		if (w->conns[i].fd >= 0)
+			close(w->conns[i].fd);
+		free(w->conns[i].ring);
+		free(w->conns[i].t_start);
+		free(w->conns[i].rxbuf);
+	}
+	free(w->conns);
+	free(w->flush);
+	free(w->pattern);
+}
+
+struct worker_arg {
+	struct worker *w;
+	uint64_t ramp_t0;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker_arg *a = arg;
+	struct worker *w = a->w;
+	struct load_ctx *ctx = w->ctx;
+	int r;
+
+	w->connect_err = worker_setup(w, a->ramp_t0);
+	__atomic_fetch_add(&ctx->ready, 1, __ATOMIC_RELEASE);
+	pthread_barrier_wait(&barrier); /* main decided: run or abort */
+	if (!run_aborted) {
+		w->last_check = ctx->t0;
+		if (ctx->o.engine == ENGINE_URING)
+			r = engine_uring_run(w);
+		else
+			r = engine_epoll_run(w);
+		if (r && !w->err[0])
+			worker_error(w, "engine failed");
+		if (!w->t_end)
+			w->t_end = ao_now_ns();
+	}
+	__atomic_fetch_add(&ctx->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Results */
+
+struct totals {
+	struct wstats st;
+	struct hist hist;
+};
+
+static void collect(struct load_ctx *ctx, struct totals *t)
+{
+	unsigned int i;
+
+	memset(&t->st, 0, sizeof(t->st));
+	hist_init(&t->hist);
+	for (i = 0; i < ctx->o.threads; i++) {
+		struct wstats *s = &ctx->workers[i].st;
+
+		t->st.completed += LOAD(s->completed);
+		t->st.mismatches += LOAD(s->mismatches);
+		t->st.conn_errors += LOAD(s->conn_errors);
+		t->st.timeouts += LOAD(s->timeouts);
+		t->st.tx_bytes += LOAD(s->tx_bytes);
+		t->st.rx_bytes += LOAD(s->rx_bytes);
+		hist_merge(&t->hist, &ctx->workers[i].hist);
+	}
+}
+
+static uint64_t errors_of(const struct wstats *s)
+{
+	return s->conn_errors + s->timeouts;
+}
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+static void progress_line(struct load_ctx *ctx, uint64_t now,
+			  uint64_t *last_done, uint64_t *last_t)
+{
+	struct totals *t = malloc(sizeof(*t));
+
+	if (!t)
+		return;
+	collect(ctx, t);
+	printf("%7.1fs %11.0f req/s  p99 %9.1f us  errors %llu\n",
+	       (double)(now - ctx->t0) / 1e9,
+	       (double)(t->st.completed - *last_done) * 1e9 /
+		       (double)(now - *last_t),
+	       (double)hist_percentile(&t->hist, 99.0) / 1e3,
+	       (unsigned long long)(errors_of(&t->st) + t->st.mismatches));
+	fflush(stdout);
+	*last_done = t->st.completed;
+	*last_t = now;
+	free(t);
+}
+
+static const double pcts[] = { 50, 90, 99, 99.9 };
+static const char *const pct_names[] = { "p50", "p90", "p99", "p99.9" };
+#define NPCT (sizeof(pcts) / sizeof(pcts[0]))
+
+static void print_text(const struct load_ctx *ctx, const struct totals *t,
+		       double secs)
+{
+	const struct load_opts *o = &ctx->o;
+	unsigned int i;
+
+	printf("%s: %s port %u, %u connections x %u in flight, ", prog, o->addr,
+	       o->port, o->conns, o->pipeline);
+	if (o->rate)
+		printf("open loop at %llu req/s", (unsigned long long)o->rate);
+	else
+		printf("closed loop");
+	printf(", %zu-byte payload, %s framing, %s engine, %u thread%s\n",
+	       o->size, framing_name(o->framing),
+	       o->engine == ENGINE_URING ? "uring" : "epoll", o->threads,
+	       o->threads == 1 ? "" : "s");
+	printf("  requests    %llu in %.2f s\n",
+	       (unsigned long long)t->st.completed, secs);
+	printf("  errors      %llu (mismatches %llu, connection errors %llu, "
+	       "timeouts %llu)\n",
+	       (unsigned long long)(errors_of(&t->st) + t->st.mismatches),
+	       (unsigned long long)t->st.mismatches,
+	       (unsigned long long)t->st.conn_errors,
+	       (unsigned long long)t->st.timeouts);
+	printf("  requests/s  %.0f\n", (double)t->st.completed / secs);
+	printf("  MB/s        %.2f sent, %.2f received\n",
+	       (double)t->st.tx_bytes / secs / 1e6,
+	       (double)t->st.rx_bytes / secs / 1e6);
+	printf("  latency     ");
+	for (i = 0; i < NPCT; i++)
+		printf("%s %.1f  ", pct_names[i],
+		       (double)hist_percentile(&t->hist, pcts[i]) / 1e3);
+	printf("max %.1f  mean %.1f us\n", (double)t->hist.max / 1e3,
+	       hist_mean(&t->hist) / 1e3);
+}
+
+static void print_json(const struct load_ctx *ctx, const struct totals *t,
+		       double secs, bool interrupted)
+{
+	const struct load_opts *o = &ctx->o;
+	unsigned int i;
+
+	printf("{\"tool\":\"ao-load\",\"version\":\"%s\",\"addr\":\"%s\","
+	       "\"port\":%u,\"engine\":\"%s\",\"framing\":\"%s\","
+	       "\"size\":%zu,\"connections\":%u,\"pipeline\":%u,"
+	       "\"threads\":%u,\"mode\":\"%s\",\"rate\":%llu,",
+	       AO_VERSION, o->addr, o->port,
+	       o->engine == ENGINE_URING ? "uring" : "epoll",
+	       framing_name(o->framing), o->size, o->conns, o->pipeline,
+	       o->threads, o->rate ? "open" : "closed",
+	       (unsigned long long)o->rate);
+	printf("\"requests\":%llu,\"errors\":%llu,\"mismatches\":%llu,"
+	       "\"conn_errors\":%llu,\"timeouts\":%llu,\"interrupted\":%s,"
+	       "\"seconds\":%.6f,\"requests_per_sec\":%.1f,"
+	       "\"tx_bytes\":%llu,\"rx_bytes\":%llu,\"mb_per_sec\":%.3f,",
+	       (unsigned long long)t->st.completed,
+	       (unsigned long long)(errors_of(&t->st) + t->st.mismatches),
+	       (unsigned long long)t->st.mismatches,
+	       (unsigned long long)t->st.conn_errors,
+	       (unsigned long long)t->st.timeouts,
+	       interrupted ? "true" : "false", secs,
+	       (double)t->st.completed / secs,
+	       (unsigned long long)t->st.tx_bytes,
+	       (unsigned long long)t->st.rx_bytes,
+	       (double)t->st.rx_bytes / secs / 1e6);
+	for (i = 0; i < NPCT; i++)
+		printf("\"%s_ns\":%llu,", pct_names[i],
+		       (unsigned long long)hist_percentile(&t->hist, pcts[i]));
+	printf("\"max_ns\":%llu,\"min_ns\":%llu,\"mean_ns\":%.1f}\n",
+	       (unsigned long long)t->hist.max,
+	       (unsigned long long)(t->hist.total ? t->hist.min : 0),
+	       hist_mean(&t->hist));
+}
+
+static int write_hist(const char *path, const struct hist *h)
+{
+	FILE *f = fopen(path, "w");
+	int r;
+
+	if (!f) {
+		fprintf(stderr, "%s: --hist: cannot open %s: %s\n", prog, path,
+			strerror(errno));
+		return -1;
+	}
+	r = hist_write_csv(h, f);
+	if (fclose(f))
+		r = -1;
+	if (r)
+		fprintf(stderr, "%s: --hist: cannot write %s: %s\n", prog, path,
+			strerror(errno));
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	static struct load_ctx ctx;
+	struct worker_arg *args;
+	struct sigaction sa;
+	sigset_t block, old;
+	pthread_t *tids;
+	struct totals *t;
+	uint64_t now, deadline, next_line, last_done = 0, last_t, t_end;
+	uint32_t i, connected = 0;
+	int err = 0, rc = EXIT_OK;
+	bool progress, interrupted = false;
+	double secs;
+
+	if (argv[0] && strrchr(argv[0], '/'))
+		prog = strrchr(argv[0], '/') + 1;
+	else if (argv[0] && argv[0][0])
+		prog = argv[0];
+	parse_args(argc, argv, &ctx);
+	progress = ctx.o.progress > 0 ||
+		   (ctx.o.progress < 0 && !ctx.o.json && isatty(1));
+	ao_clock_calibrate();
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	ctx.workers = calloc(ctx.o.threads, sizeof(*ctx.workers));
+	tids = calloc(ctx.o.threads, sizeof(*tids));
+	args = calloc(ctx.o.threads, sizeof(*args));
+	t = malloc(sizeof(*t));
+	if (!ctx.workers || !tids || !args || !t) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return EXIT_ERRORS;
+	}
+	pthread_barrier_init(&barrier, NULL, ctx.o.threads + 1);
+	/* Signals go to this thread only. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	now = ao_now_ns();
+	for (i = 0; i < ctx.o.threads; i++) {
+		struct worker *w = &ctx.workers[i];
+
+		w->ctx = &ctx;
+		w->tid = i;
+		w->nconns = ctx.o.conns / ctx.o.threads +
+			    (i < ctx.o.conns % ctx.o.threads);
+		w->frame_len = framing_hdr_len(ctx.o.framing) + ctx.o.size;
+		w->quota = UINT64_MAX;
+		if (ctx.o.requests)
+			w->quota = ctx.o.requests / ctx.o.threads +
+				   (i < ctx.o.requests % ctx.o.threads);
+		hist_init(&w->hist);
+		args[i].w = w;
+		args[i].ramp_t0 = now;
+		err = pthread_create(&tids[i], NULL, worker_main, &args[i]);
+		if (err) {
+			fprintf(stderr, "%s: cannot start thread: %s\n", prog,
+				strerror(err));
+			exit(EXIT_ERRORS);
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+	/* Wait for the connections, watching for a signal meanwhile. */
+	while (__atomic_load_n(&ctx.ready, __ATOMIC_ACQUIRE) < ctx.o.threads) {
+		if (got_signal)
+			__atomic_store_n(&ctx.stop, 1, __ATOMIC_RELEASE);
+		sleep_until(ao_now_ns() + 20000000);
+	}
+	for (i = 0; i < ctx.o.threads; i++) {
+		connected += ctx.workers[i].connected;
+		if (ctx.workers[i].connect_err && !err)
+			err = ctx.workers[i].connect_err;
+	}
+	if (err || got_signal) {
+		run_aborted = 1;
+		if (err == ENOMEM)
+			fprintf(stderr, "%s: out of memory\n", prog);
+		else if (err && err != EINTR)
+			fprintf(stderr,
+				"%s: cannot connect to %s port %u: %s (%u of %u connections up)\n",
+				prog, ctx.o.addr, ctx.o.port, strerror(err),
+				connected, ctx.o.conns);
+		else
+			fprintf(stderr, "%s: interrupted while connecting\n",
+				prog);
+		rc = err && err != ENOMEM && err != EINTR ? EXIT_CONNECT :
+							    EXIT_ERRORS;
+	}
+	ctx.t0 = ao_now_ns();
+	pthread_barrier_wait(&barrier);
+	now = ctx.t0;
+	if (run_aborted) {
+		for (i = 0; i < ctx.o.threads; i++) {
+			pthread_join(tids[i], NULL);
+			worker_free(&ctx.workers[i]);
+		}
+		return rc;
+	}
+
+	deadline = ctx.o.duration_ns ? ctx.t0 + ctx.o.duration_ns : UINT64_MAX;
+	next_line = ctx.t0 + NS;
+	last_t = ctx.t0;
+	while (__atomic_load_n(&ctx.done, __ATOMIC_ACQUIRE) < ctx.o.threads) {
+		uint64_t until;
+
+		now = ao_now_ns();
+		until = now + CHECK_NS;
+		if (progress && next_line < until)
+			until = next_line;
+		if (deadline < until)
+			until = deadline;
+		sleep_until(until);
+		now = ao_now_ns();
+		if (got_signal && !interrupted) {
+			interrupted = true;
+			/* A second signal ends the program. */
+			sa.sa_handler = SIG_DFL;
+			sigaction(SIGINT, &sa, NULL);
+			sigaction(SIGTERM, &sa, NULL);
+		}
+		if (interrupted || now >= deadline)
+			__atomic_store_n(&ctx.stop, 1, __ATOMIC_RELEASE);
+		if (progress && now >= next_line) {
+			progress_line(&ctx, now, &last_done, &last_t);
+			next_line += NS;
+		}
+	}
+	t_end = ctx.t0;
+	for (i = 0; i < ctx.o.threads; i++) {
+		pthread_join(tids[i], NULL);
+		if (ctx.workers[i].t_end > t_end)
+			t_end = ctx.workers[i].t_end;
+	}
+	for (i = 0; i < ctx.o.threads; i++) {
+		if (ctx.workers[i].err[0]) {
+			fprintf(stderr, "%s: thread %u: %s\n", prog, i,
+				ctx.workers[i].err);
+			rc = EXIT_ERRORS;
+		}
+	}
+	collect(&ctx, t);
+	secs = (double)(t_end - ctx.t0) / 1e9;
+	if (secs <= 0)
+		secs = 1e-9;
+	if (ctx.o.json)
+		print_json(&ctx, t, secs, interrupted);
+	else
+		print_text(&ctx, t, secs);
+	if (interrupted && !ctx.o.json)
+		printf("  (interrupted)\n");
+	if (ctx.o.hist_path && write_hist(ctx.o.hist_path, &t->hist))
+		rc = EXIT_ERRORS;
+	if (errors_of(&t->st) || t->st.mismatches)
+		rc = EXIT_ERRORS;
+	for (i = 0; i < ctx.o.threads; i++)
+		worker_free(&ctx.workers[i]);
+	free(t);
+	free(args);
+	free(tids);
+	free(ctx.workers);
+	return rc;
+}

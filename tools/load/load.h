@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ao-load's shared state: the options, the connections and the per-thread
+ * workers, and the request logic the two engines (epoll.c, uring.c) share.
+ *
+ * Each connection keeps its requests in flight in a ring of P frames (P =
+ * --pipeline).  Three stream counters drive it: frames queued (n_queued),
+ * bytes sent (tx) and bytes echoed back and checked (rx), with
+ * rx <= tx <= n_queued * frame_len.  Echoed bytes are compared with the
+ * ring, in order; a frame is complete when its last byte is back.
+ */
+#ifndef AO_LOAD_H
+#define AO_LOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <sys/socket.h>
+#include "hist.h"
+#include "proto.h"
+
+enum engine { ENGINE_EPOLL, ENGINE_URING };
+
+enum {
+	EXIT_OK = 0,
+	EXIT_ERRORS = 1, /* errors or mismatches during the run, or fatal */
+	EXIT_USAGE = 2,
+	EXIT_CONNECT = 3,
+};
+
+struct load_opts {
+	const char *addr;
+	uint16_t port;
+	uint32_t conns; /* -c */
+	uint32_t pipeline; /* -P: requests in flight per connection */
+	uint32_t threads; /* -t */
+	uint64_t rate; /* -R: total requests/s; 0 = closed loop */
+	uint64_t duration_ns; /* -d; 0 = until --requests are done */
+	uint64_t requests; /* -n; 0 = until --duration */
+	uint64_t ramp_ns; /* connections opened evenly over this */
+	uint64_t timeout_ns; /* connect, request and final drain */
+	size_t size; /* payload bytes */
+	enum framing framing;
+	enum engine engine;
+	bool json;
+	int progress; /* -1: when stdout is a terminal, 0 never, 1 always */
+	const char *hist_path;
+};
+
+struct conn {
+	int fd;
+	uint32_t id; /* 0..conns-1 over all threads */
+	uint32_t idx; /* in its worker */
+	bool dead;
+	bool dirty; /* on the worker's flush list */
+	bool bad; /* the frame being received has a wrong byte */
+	bool pollout; /* epoll: EPOLLOUT armed */
+	bool tx_busy; /* uring: a send in flight */
+	bool rx_busy; /* uring: a recv in flight */
+	uint8_t *ring; /* pipeline frames */
+	uint64_t *t_start; /* per ring slot: latency measured from here */
+	uint64_t n_queued; /* frames built */
+	uint64_t n_due; /* open loop: frames whose intended time has come */
+	uint64_t tx, rx; /* stream bytes sent, received and checked */
+	uint64_t last_progress; /* ns: last byte back, or first in flight */
+	uint8_t *rxbuf; /* uring: this connection's receive buffer */
+	struct iovec iov[2]; /* uring: the send in flight */
+	struct msghdr msg;
+};
+
+/* Counters a worker publishes (relaxed atomics) for the progress line. */
+struct wstats {
+	uint64_t completed;
+	uint64_t mismatches;
+	uint64_t conn_errors;
+	uint64_t timeouts;
+	uint64_t tx_bytes, rx_bytes;
+};
+
+struct load_ctx;
+
+struct worker {
+	struct load_ctx *ctx;
+	unsigned int tid;
+	uint32_t nconns;
+	struct conn *conns;
+	struct conn **flush; /* dirty connections */
+	uint32_t nflush;
+	uint32_t alive;
+	uint64_t quota; /* --requests share; UINT64_MAX without */
+	uint64_t issued;
+	uint64_t sched_j; /* open loop: next request of the thread schedule */
+	uint8_t *pattern;
+	size_t frame_len;
+	bool stopping; /* no new requests */
+	uint64_t drain_deadline;
+	uint64_t last_check;
+	uint64_t t_end; /* when this worker finished */
+	int connect_err; /* errno of the first failed connect, or 0 */
+	uint32_t connected;
+	struct wstats st;
+	struct hist hist;
+	char err[160]; /* a fatal engine error, or "" */
+};
+
+struct load_ctx {
+	struct load_opts o;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	uint64_t t0; /* load starts (after the connections are up) */
+	int stop; /* atomic: stop issuing requests */
+	unsigned int ready; /* atomic: workers done connecting */
+	unsigned int done; /* atomic: workers finished */
+	struct worker *workers;
+};
+
+/* The shared request logic (load.c). */
+void conn_fill(struct worker *w, struct conn *c, uint64_t now);
+/* Bytes echoed back: check them, complete frames, queue new requests. */
+void conn_on_data(struct worker *w, struct conn *c, const uint8_t *p, size_t n,
+		  uint64_t now);
+/* Sent bytes: advance tx. */
+void conn_on_sent(struct worker *w, struct conn *c, size_t n);
+/* A connection error (err: positive errno, 0 for EOF, -1 for protocol). */
+void conn_fail(struct worker *w, struct conn *c, int err);
+/* The unsent bytes as up to two iovecs; returns the count (0: none). */
+int conn_unsent(struct worker *w, struct conn *c, struct iovec *iov);
+uint32_t conn_inflight(const struct worker *w, const struct conn *c);
+/*
+ * Once per loop iteration, after the events: the open-loop schedule, the
+ * stop flag, request timeouts.  Returns the ns to wait at most for the
+ * next event, or 0 when the worker is done.
+ */
+uint64_t worker_tick(struct worker *w, uint64_t now);
+void worker_error(struct worker *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void conn_log(struct worker *w, struct conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The engines: run the worker's connections to the end; 0 or -1 (err). */
+int engine_epoll_run(struct worker *w);
+int engine_uring_run(struct worker *w);
+/* Is io_uring compiled in? */
+bool engine_uring_available(void);
+
+#endif /* AO_LOAD_H */
