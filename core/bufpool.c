@@ -471,8 +471,10 @@ void ao_buf_put(struct ao_buf *b)
 {
 	uint32_t old;
 
+	if (unlikely(!b))
+		return; /* like free(NULL) */
 #if AO_CONFIG_DEBUG
-	if (!b || !is_live_buf(b))
+	if (!is_live_buf(b))
 		misuse("ao_buf_put", b,
 		       "not a buffer of any live pool (foreign pointer)");
 #endif

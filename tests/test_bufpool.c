@@ -219,6 +219,7 @@ static void test_get_put_ref(void **state)
 	assert_int_equal(b->refs, 1);
 	ao_buf_put(b);
 
+	ao_buf_put(NULL); /* a no-op, like free(NULL) */
 	assert_int_equal(put_on_scope_exit(pool), 1);
 	assert_int_equal(ao_bufpool_in_use(pool), 0);
 

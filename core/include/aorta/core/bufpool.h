@@ -123,7 +123,8 @@ AO_API struct ao_buf *ao_buf_get_wait(struct ao_bufpool *pool,
 				      int64_t timeout_ns);
 /* Take one more reference on a buffer the caller holds; returns buf. */
 AO_API struct ao_buf *ao_buf_ref(struct ao_buf *buf);
-/* Drop a reference; the last one returns the buffer to its pool. */
+/* Drop a reference; the last one returns the buffer to its pool (NULL:
+ * nothing). */
 AO_API void ao_buf_put(struct ao_buf *buf);
 
 /* The buffer's index in the arena (its io_uring buffer id). */
@@ -135,8 +136,7 @@ static inline uint32_t ao_buf_index(const struct ao_buf *buf)
 /* Scope guard: the buffer is put when the variable goes out of scope. */
 static inline void ao__buf_put_cleanup(struct ao_buf **bp)
 {
-	if (*bp)
-		ao_buf_put(*bp);
+	ao_buf_put(*bp);
 }
 #define __ao_buf_auto __attribute__((cleanup(ao__buf_put_cleanup)))
 
