@@ -45,6 +45,13 @@ enum ao_exec_policy {
 #define AO_EXEC_MAX_WORKERS 1024u
 /* Slots in each worker's deque (AO_EXEC_STEAL); a power of two. */
 #define AO_EXEC_DEQUE_SIZE 256u
+/* A worker's blocking submit to a full executor runs the item inline, up
+ * to this nesting depth; deeper, it queues the item beyond the bound. */
+#define AO_EXEC_INLINE_MAX 32u
+/* Workers give the slots of started items back in batches of up to this
+ * many (capacity / (8 * workers) at least 1), so while they are busy a
+ * bounded executor may refuse up to an eighth of its capacity early. */
+#define AO_EXEC_CREDIT_MAX 32
 /* Default idle spin before a worker parks, in nanoseconds. */
 #define AO_EXEC_DEFAULT_SPIN_NS 20000u
 

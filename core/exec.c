@@ -1,0 +1,1102 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Executors: worker threads, two queue disciplines, one interface.
+ *
+ * Queues
+ * ------
+ * Both disciplines have one intrusive FIFO, ex->q, guarded by the sync/
+ * three-phase lock (no mutex, no condition variable).  Under AO_EXEC_SHARED
+ * it is the only queue: every submit appends to it, and a worker takes a
+ * small batch at a time (len / (2 * workers) + 1, at most 16) into a
+ * private list, so that with many items queued a worker takes the lock
+ * once per batch, and with few queued it takes one item and leaves the rest
+ * to the others.  Under AO_EXEC_STEAL it is the injector: it receives the
+ * submissions made from outside the pool and the overflow of the workers'
+ * deques.  Each worker owns a fixed ring of AO_EXEC_DEQUE_SIZE slots
+ * (core/deque.h: Chase-Lev with the PPoPP'13 orderings, no resize).  A
+ * submit made on a worker pushes onto that worker's ring with no atomic
+ * read-modify-write at all; the worker pops its ring LIFO (the newest item
+ * is the one whose data is in cache), and thieves take the oldest item
+ * with one CAS.  A full ring moves its older half to the injector in one
+ * locked append (as Go's runqputslow and Tokio's push_overflow do); the
+ * ring never grows, so no memory reclamation is needed and no submit is
+ * refused for lack of ring space.  A worker looks for work in its ring,
+ * then the injector (taking len / workers + 1 items, at most half a ring,
+ * the rest onto its own ring), then the other rings from a random start.
+ * Every 61st look (Go's and Tokio's interval) starts at the injector, so
+ * external submissions cannot starve behind a worker that keeps feeding
+ * its own ring.
+ *
+ * Waking
+ * ------
+ * An idle worker first searches: it spins for spin_ns (20 us by default)
+ * looking for work.  At most half the workers search at once (Go's and
+ * Tokio's throttle); the others go straight to park.  Parking is an event
+ * count prepare / re-check every queue / wait, so an idle executor sleeps
+ * in the kernel and burns no CPU; nothing in it polls on a timer.  A submit
+ * publishes its item and then, after a SEQ_CST fence, wakes one sleeper
+ * only if (a) some worker is prepared to sleep, (b) no worker is
+ * searching, and (c) no wake is already on its way (wake_pending).  When
+ * every worker is busy the cost is the fence and three loads; no system
+ * call.  A woken worker counts itself as searching and clears
+ * wake_pending, so later submits can wake a second sleeper only once the
+ * first is up and looking.  When the last searcher finds work it wakes
+ * another sleeper if more work is visible (Go's resetspinning), so a burst
+ * fans out one worker at a time.
+ *
+ * Why no wake-up is lost: the submitter does push; fence; load {waiters,
+ * nsearching, wake_pending}.  A parking worker does prepare (SEQ_CST RMW);
+ * nsearching-- (SEQ_CST RMW); wake_pending = 0 (SEQ_CST); fence; load
+ * every queue.  Whichever fence comes second in the single total order of
+ * SEQ_CST operations sees the other side's stores: either the worker sees
+ * the item and does not sleep, or the submitter sees a prepared waiter, no
+ * searcher and no pending wake, and bumps the epoch, which makes the wait
+ * return at once.  If the submitter instead saw another searcher or a
+ * pending wake, that worker has yet to do its own re-check (it clears the
+ * flag or leaves searching the same way), so the item is seen by it.
+ * wake_pending is cleared by every worker that prepares to park, so a wake
+ * that found nobody to wake cannot leave it set for good.
+ *
+ * Bound and backpressure
+ * ----------------------
+ * With capacity > 0, ex->queued counts items accepted but not started.  A
+ * submit reserves a slot (CAS below the bound); a worker gives slots back
+ * in batches (credit: capacity / (8 * workers), 1 to AO_EXEC_CREDIT_MAX)
+ * as it starts items, and at once when it goes idle or is about to refuse
+ * or inline a submit of its own, so the producer and the workers do not
+ * bounce one counter per item.  A late give-back only makes the bound
+ * stricter (by at most an eighth of it), never looser.  Outside the
+ * pool a full executor blocks the submitter on an event count (block
+ * policy) or returns -EAGAIN (fail policy, and ao_exec_try_submit()
+ * always).  On one of the executor's own workers a blocking submit cannot
+ * wait: if every worker waited for room that only workers can make, the
+ * pool would deadlock (the seed's bounded pool did, 7 runs out of 7).  So a
+ * worker that finds the pool full runs the item itself, inline, at once
+ * (depth-first, as a work-first scheduler would): it never waits, and the
+ * item needs no slot.  The nesting is bounded by AO_EXEC_INLINE_MAX; a
+ * deeper submit is queued beyond the bound instead, which can only happen
+ * in a chain of tasks that keep submitting into a full pool.
+ *
+ * Drain, shutdown, nothing lost
+ * -----------------------------
+ * Every accepted item is counted once as submitted and once as finished,
+ * in per-worker counters (only their worker writes them, so the hot path
+ * has no shared counter) plus two shared ones for external submitters
+ * (ext_sub, and ext_refused for the refusals, which count as finished).
+ * An item is counted submitted before it can be counted finished, so a
+ * reader that sums all the finished counters first and then all the
+ * submitted ones gets finished <= submitted, with equality only if at some
+ * instant between the two passes everything submitted had finished.
+ * ao_exec_drain() waits for that on an event count that workers notify as
+ * they go idle.  Shutdown stores stopping with SEQ_CST after which every
+ * external submit, whose counting RMW precedes its load of stopping, is
+ * either refused or counted and waited for; a submit from a worker happens
+ * inside an accepted item that is not finished yet, so it cannot be missed
+ * either.  ao_exec_destroy() shuts down, drains, and only then tells the
+ * workers to exit: every accepted item has run.
+ *
+ * Orderings are commented where they are used, each with its pair.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <aorta/clock.h>
+#include <aorta/core/cpu.h>
+#include <aorta/core/exec.h>
+#include <aorta/sync/eventcount.h>
+#include <aorta/sync/spinlock.h>
+#include "deque.h"
+#include "exec_priv.h"
+
+/* Every this many looks for work, the injector comes first. */
+#define GLOBAL_INTERVAL 61u
+/* The most items a shared-queue worker takes per lock. */
+#define SHARED_BATCH_MAX 16u
+/* Retries of a steal that lost a race, per victim. */
+#define STEAL_RETRIES 4
+
+/* An intrusive FIFO under the sync/ lock.  head and len are also read
+ * without the lock (READ_ONCE) to peek. */
+struct ao_queue {
+	struct ao_spinlock lock;
+	struct ao_work *head;
+	struct ao_work *tail;
+	uint64_t len;
+};
+
+struct ao_worker {
+	struct ao_deque dq; /* AO_EXEC_STEAL: this worker's ring */
+	struct ao_exec *ex;
+	struct ao_work *local; /* AO_EXEC_SHARED: the batch being run */
+	uint64_t rng;
+	uint32_t tick;
+	uint32_t depth; /* inline runs in progress */
+	int64_t credit; /* started items not yet given back to queued */
+	unsigned int id;
+	bool searching;
+	bool started;
+	pthread_t thread;
+	/* Written by this worker only (relaxed store of load + 1), read by
+	 * the statistics and by drain. */
+	uint64_t sub; /* items it accepted */
+	uint64_t done; /* items it finished */
+	uint64_t executed, inlined, stolen, overflowed, parks, wakeups;
+	/* Written by thieves. */
+	uint64_t stolen_from __ao_cacheline_aligned;
+} __ao_cacheline_aligned;
+
+struct ao_exec {
+	struct ao_exec_config cfg;
+	unsigned int nworkers;
+	int64_t capacity; /* 0: unbounded */
+	int64_t credit_batch;
+	uint64_t spin_cycles;
+	struct ao_worker *workers;
+	uint32_t stopping; /* shutdown started: refuse submits */
+	uint32_t exiting; /* drained after shutdown: workers return */
+	char name[16];
+
+	struct ao_queue q __ao_cacheline_aligned;
+
+	/* Wake state (see "Waking" above). */
+	uint32_t nsearching __ao_cacheline_aligned;
+	uint32_t wake_pending;
+	struct ao_eventcount idle_ec;
+
+	/* External submitters' counters. */
+	uint64_t ext_sub __ao_cacheline_aligned;
+	uint64_t ext_refused;
+	uint64_t rejected;
+	uint64_t notifies;
+
+	/* The bound. */
+	int64_t queued __ao_cacheline_aligned;
+	struct ao_eventcount room_ec;
+
+	/* Drainers. */
+	uint32_t drainers __ao_cacheline_aligned;
+	struct ao_eventcount drain_ec;
+};
+
+/* The worker the calling thread is, if any. */
+static __thread struct ao_worker *cur_worker
+	__attribute__((tls_model("initial-exec")));
+
+#define OWN_INC(f) __atomic_store_n(&(f), (f) + 1, __ATOMIC_RELAXED)
+#define LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+
+static inline struct ao_worker *worker_of(const struct ao_exec *ex)
+{
+	struct ao_worker *w = cur_worker;
+
+	return w && w->ex == ex ? w : NULL;
+}
+
+/* ---- the locked FIFO ---- */
+
+static void queue_init(struct ao_queue *q)
+{
+	ao_spin_init(&q->lock);
+	q->head = q->tail = NULL;
+	q->len = 0;
+}
+
+/* Append the list first..last (n items, last->next == NULL). */
+static void queue_push(struct ao_queue *q, struct ao_work *first,
+		       struct ao_work *last, unsigned int n)
+{
+	ao_spin_lock(&q->lock);
+	if (q->tail)
+		q->tail->next = first;
+	else
+		WRITE_ONCE(q->head, first);
+	q->tail = last;
+	WRITE_ONCE(q->len, q->len + n);
+	ao_spin_unlock(&q->lock);
+}
+
+/*
+ * Take len / div + 1 items, at most max: return the first, and the others
+ * as a NULL-terminated list in *rest (with their count in *nrest).
+ */
+static struct ao_work *queue_take(struct ao_queue *q, uint64_t div,
+				  uint64_t max, struct ao_work **rest,
+				  unsigned int *nrest)
+{
+	struct ao_work *first, *last;
+	uint64_t k;
+
+	if (!READ_ONCE(q->head))
+		return NULL;
+	ao_spin_lock(&q->lock);
+	first = q->head;
+	if (!first) {
+		ao_spin_unlock(&q->lock);
+		return NULL;
+	}
+	k = q->len / div + 1;
+	if (k > q->len)
+		k = q->len;
+	if (k > max)
+		k = max;
+	last = first;
+	for (uint64_t i = 1; i < k; i++)
+		last = last->next;
+	WRITE_ONCE(q->head, last->next);
+	if (!last->next)
+		q->tail = NULL;
+	WRITE_ONCE(q->len, q->len - k);
+	ao_spin_unlock(&q->lock);
+	/* The items are ours now; their links were written under the lock
+	 * or before the push that published them. */
+	*rest = first == last ? NULL : first->next;
+	*nrest = (unsigned int)(k - 1);
+	last->next = NULL;
+	return first;
+}
+
+/* ---- waking ---- */
+
+/* Is there work any worker could take?  Loads only. */
+static bool work_visible(struct ao_exec *ex)
+{
+	if (READ_ONCE(ex->q.head))
+		return true;
+	if (ex->cfg.kind == AO_EXEC_STEAL) {
+		for (unsigned int i = 0; i < ex->nworkers; i++)
+			if (ao_deque_size(&ex->workers[i].dq))
+				return true;
+	}
+	return false;
+}
+
+/* After publishing work: wake one sleeper if nobody is looking. */
+static void exec_notify(struct ao_exec *ex)
+{
+	/* ao_ec_has_waiters() starts with a SEQ_CST fence: the item pushed
+	 * before this call is ordered before this load and the two below
+	 * (StoreLoad); pairs with the SEQ_CST RMWs, store and fence a
+	 * parking worker makes before it re-checks the queues (park()). */
+	if (!ao_ec_has_waiters(&ex->idle_ec))
+		return;
+	if (LOAD(ex->nsearching) || LOAD(ex->wake_pending))
+		return;
+	/* One wake at a time: whoever sets the flag wakes; it is cleared
+	 * by the worker that wakes up (or by any worker that parks). */
+	if (__atomic_exchange_n(&ex->wake_pending, 1, __ATOMIC_SEQ_CST))
+		return;
+	__atomic_fetch_add(&ex->notifies, 1, __ATOMIC_RELAXED);
+	ao__ec_wake(&ex->idle_ec, 1);
+}
+
+/* Tell drainers to look again (an item finished, or one was refused). */
+static void notify_drainers(struct ao_exec *ex)
+{
+	/* SEQ_CST fence: our finished/refused count is ordered before the
+	 * load of drainers (StoreLoad); pairs with the SEQ_CST RMWs on
+	 * drainers and drain_ec in ao_exec_drain() before it sums. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (LOAD(ex->drainers))
+		ao_ec_notify_all(&ex->drain_ec);
+}
+
+void ao__exec_wake_all(struct ao_exec *ex)
+{
+	ao_ec_notify_all(&ex->idle_ec);
+}
+
+/* ---- the bound ---- */
+
+/* Take a capacity slot if one is free. */
+static bool room_try(struct ao_exec *ex)
+{
+	/* SEQ_CST: pairs with the SEQ_CST prepare in room_wait() and the
+	 * fence in flush_credit()'s notify (see there). */
+	int64_t v = __atomic_load_n(&ex->queued, __ATOMIC_SEQ_CST);
+
+	while (v < ex->capacity) {
+		if (__atomic_compare_exchange_n(&ex->queued, &v, v + 1, true,
+						__ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST))
+			return true;
+	}
+	return false;
+}
+
+/* External submitter: take a slot, waiting for one if blocking. */
+static int room_wait(struct ao_exec *ex, bool blocking)
+{
+	for (;;) {
+		uint32_t key;
+
+		if (room_try(ex))
+			return 0;
+		if (!blocking)
+			return -EAGAIN;
+		/* SEQ_CST RMW in prepare, then SEQ_CST loads: either we see
+		 * the room a worker gave back, or its notify sees us. */
+		key = ao_ec_prepare(&ex->room_ec);
+		if (__atomic_load_n(&ex->stopping, __ATOMIC_SEQ_CST)) {
+			ao_ec_cancel(&ex->room_ec);
+			return -ESHUTDOWN;
+		}
+		if (__atomic_load_n(&ex->queued, __ATOMIC_SEQ_CST) <
+		    ex->capacity) {
+			ao_ec_cancel(&ex->room_ec);
+			continue;
+		}
+		ao_ec_wait(&ex->room_ec, key, -1);
+	}
+}
+
+/* Give the slots of started items back. */
+static void flush_credit(struct ao_worker *w)
+{
+	struct ao_exec *ex = w->ex;
+
+	if (!w->credit)
+		return;
+	/* SEQ_CST RMW, then the fence in ao_ec_has_waiters(): pairs with
+	 * room_wait()'s prepare and re-check. */
+	__atomic_fetch_sub(&ex->queued, w->credit, __ATOMIC_SEQ_CST);
+	w->credit = 0;
+	ao_ec_notify_all(&ex->room_ec);
+}
+
+static inline void item_started(struct ao_worker *w)
+{
+	if (w->ex->capacity && ++w->credit >= w->ex->credit_batch)
+		flush_credit(w);
+}
+
+/* ---- finding work ---- */
+
+static inline uint32_t worker_rand(struct ao_worker *w)
+{
+	/* xorshift64 */
+	w->rng ^= w->rng << 13;
+	w->rng ^= w->rng >> 7;
+	w->rng ^= w->rng << 17;
+	return (uint32_t)(w->rng >> 32);
+}
+
+static struct ao_work *shared_find(struct ao_worker *w)
+{
+	struct ao_exec *ex = w->ex;
+	struct ao_work *x = w->local;
+	unsigned int n;
+
+	if (x) {
+		w->local = x->next;
+		return x;
+	}
+	return queue_take(&ex->q, 2 * (uint64_t)ex->nworkers, SHARED_BATCH_MAX,
+			  &w->local, &n);
+}
+
+/* Take a batch from the injector: run the first, ring the rest. */
+static struct ao_work *inject_grab(struct ao_worker *w)
+{
+	struct ao_exec *ex = w->ex;
+	int64_t room = AO_DEQUE_SIZE - ao_deque_size(&w->dq);
+	struct ao_work *x, *rest = NULL;
+	unsigned int n;
+
+	if (room > AO_DEQUE_SIZE / 2)
+		room = AO_DEQUE_SIZE / 2;
+	x = queue_take(&ex->q, ex->nworkers, (uint64_t)room + 1, &rest, &n);
+	while (rest) {
+		struct ao_work *next = rest->next;
+
+		/* Cannot fail: only we push, and room was measured first
+		 * (thieves only make more). */
+		ao_deque_push(&w->dq, rest);
+		rest = next;
+	}
+	return x;
+}
+
+static struct ao_work *steal_any(struct ao_worker *w)
+{
+	struct ao_exec *ex = w->ex;
+	unsigned int n = ex->nworkers;
+	unsigned int start;
+
+	if (n == 1)
+		return NULL;
+	start = worker_rand(w) % n;
+	for (unsigned int i = 0; i < n; i++) {
+		struct ao_worker *v = &ex->workers[(start + i) % n];
+
+		if (v == w)
+			continue;
+		for (int tries = 0; tries < STEAL_RETRIES; tries++) {
+			struct ao_work *x;
+			enum ao_steal r = ao_deque_steal(&v->dq, &x);
+
+			if (r == AO_STEAL_OK) {
+				OWN_INC(w->stolen);
+				__atomic_fetch_add(&v->stolen_from, 1,
+						   __ATOMIC_RELAXED);
+				return x;
+			}
+			if (r == AO_STEAL_EMPTY)
+				break;
+			cpu_relax();
+		}
+	}
+	return NULL;
+}
+
+static struct ao_work *steal_find(struct ao_worker *w)
+{
+	struct ao_work *x;
+
+	if (unlikely(++w->tick % GLOBAL_INTERVAL == 0)) {
+		x = inject_grab(w);
+		if (x)
+			return x;
+	}
+	x = ao_deque_pop(&w->dq);
+	if (x)
+		return x;
+	x = inject_grab(w);
+	if (x)
+		return x;
+	return steal_any(w);
+}
+
+/* The next item for w to run, or NULL; counts it as started. */
+static struct ao_work *find_work(struct ao_worker *w)
+{
+	struct ao_work *x;
+
+	if (w->ex->cfg.kind == AO_EXEC_STEAL)
+		x = steal_find(w);
+	else
+		x = shared_find(w);
+	if (x)
+		item_started(w);
+	return x;
+}
+
+static inline void run_item(struct ao_worker *w, struct ao_work *x)
+{
+	x->fn(x);
+	OWN_INC(w->executed);
+	/* RELEASE: the item's effects and every submit it made (counted in
+	 * sub before) come before this count; pairs with the ACQUIRE loads
+	 * in exec_quiescent(). */
+	__atomic_store_n(&w->done, w->done + 1, __ATOMIC_RELEASE);
+}
+
+/* ---- idle: search, then park ---- */
+
+static void stop_searching(struct ao_worker *w)
+{
+	struct ao_exec *ex = w->ex;
+
+	w->searching = false;
+	/* SEQ_CST RMW: pairs with exec_notify()'s fence, as in park().  The
+	 * last searcher to find work wakes another sleeper if there is more
+	 * (submits made while we searched relied on us). */
+	if (__atomic_fetch_sub(&ex->nsearching, 1, __ATOMIC_SEQ_CST) == 1 &&
+	    work_visible(ex))
+		exec_notify(ex);
+}
+
+static void start_searching(struct ao_worker *w)
+{
+	struct ao_exec *ex = w->ex;
+
+	__atomic_fetch_add(&ex->nsearching, 1, __ATOMIC_SEQ_CST);
+	w->searching = true;
+	/* Up and looking: a later submit may wake someone else. */
+	__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Sleep until notified.  Returns false if the worker must exit, true to
+ * look for work again.
+ */
+static bool park(struct ao_worker *w)
+{
+	struct ao_exec *ex = w->ex;
+	uint32_t key = ao_ec_prepare(&ex->idle_ec);
+
+	if (w->searching) {
+		w->searching = false;
+		__atomic_fetch_sub(&ex->nsearching, 1, __ATOMIC_SEQ_CST);
+	}
+	__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
+	/* SEQ_CST fence: the prepare, the nsearching decrement and the flag
+	 * clear above are ordered before the loads of the queues below
+	 * (StoreLoad); pairs with the fence at the start of exec_notify(). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE)) {
+		ao_ec_cancel(&ex->idle_ec);
+		return false;
+	}
+	if (work_visible(ex)) {
+		ao_ec_cancel(&ex->idle_ec);
+		return true;
+	}
+	OWN_INC(w->parks);
+	ao_ec_wait(&ex->idle_ec, key, -1);
+	OWN_INC(w->wakeups);
+	start_searching(w);
+	return true;
+}
+
+/* No work: search, park; return the next item, or NULL to exit. */
+static struct ao_work *worker_idle(struct ao_worker *w)
+{
+	struct ao_exec *ex = w->ex;
+	struct ao_work *x;
+
+	flush_credit(w);
+	notify_drainers(ex);
+	for (;;) {
+		if (!w->searching && 2 * LOAD(ex->nsearching) < ex->nworkers)
+			start_searching(w);
+		if (w->searching) {
+			uint64_t end = ao_cycles() + ex->spin_cycles;
+
+			do {
+				if (work_visible(ex)) {
+					x = find_work(w);
+					if (x) {
+						stop_searching(w);
+						return x;
+					}
+				}
+				for (int i = 0; i < 8; i++)
+					cpu_relax();
+			} while (ao_cycles() < end && !LOAD(ex->exiting));
+		}
+		if (!park(w))
+			return NULL;
+		x = find_work(w);
+		if (x) {
+			if (w->searching)
+				stop_searching(w);
+			return x;
+		}
+	}
+}
+
+static void pin_worker(struct ao_worker *w)
+{
+	cpu_set_t allowed, one;
+	unsigned int k, seen = 0;
+	int n;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+		return;
+	n = CPU_COUNT(&allowed);
+	if (n <= 0)
+		return;
+	k = w->id % (unsigned int)n;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &allowed))
+			continue;
+		if (seen++ == k) {
+			CPU_ZERO(&one);
+			CPU_SET(cpu, &one);
+			pthread_setaffinity_np(pthread_self(), sizeof(one),
+					       &one);
+			return;
+		}
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct ao_worker *w = arg;
+	struct ao_exec *ex = w->ex;
+	char name[32];
+
+	cur_worker = w;
+	/* The kernel keeps 15 characters of a thread's name. */
+	snprintf(name, sizeof(name), "%s%u", ex->name, w->id);
+	name[15] = '\0';
+	pthread_setname_np(pthread_self(), name);
+	if (ex->cfg.pin)
+		pin_worker(w);
+	for (;;) {
+		struct ao_work *x = find_work(w);
+
+		if (!x) {
+			x = worker_idle(w);
+			if (!x)
+				break;
+		}
+		run_item(w, x);
+	}
+	cur_worker = NULL;
+	return NULL;
+}
+
+/* ---- submitting ---- */
+
+static void push_local(struct ao_worker *w, struct ao_work *work)
+{
+	struct ao_exec *ex = w->ex;
+	struct ao_work *first, *last;
+	unsigned int n;
+
+	if (ex->cfg.kind == AO_EXEC_SHARED) {
+		work->next = NULL;
+		queue_push(&ex->q, work, work, 1);
+		return;
+	}
+	if (likely(ao_deque_push(&w->dq, work)))
+		return;
+	/* Full ring: the older half goes to the injector for the others,
+	 * the new item stays here where its data is warm. */
+	n = ao_deque_take_half(&w->dq, &first, &last);
+	if (n) {
+		queue_push(&ex->q, first, last, n);
+		__atomic_store_n(&w->overflowed, w->overflowed + n,
+				 __ATOMIC_RELAXED);
+		if (ao_deque_push(&w->dq, work))
+			return;
+	}
+	work->next = NULL;
+	queue_push(&ex->q, work, work, 1);
+	OWN_INC(w->overflowed);
+}
+
+static void refuse_external(struct ao_exec *ex)
+{
+	/* Counted finished after it was counted submitted (same thread). */
+	__atomic_fetch_add(&ex->ext_refused, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&ex->rejected, 1, __ATOMIC_RELAXED);
+	notify_drainers(ex);
+}
+
+/* Count an external submission in; 0, or why it is refused. */
+static int accept_external(struct ao_exec *ex, bool blocking)
+{
+	int r;
+
+	/* SEQ_CST RMW before the SEQ_CST load of stopping: pairs with the
+	 * SEQ_CST store in ao_exec_shutdown() and the loads in
+	 * exec_quiescent(): either we see stopping, or destroy sees us
+	 * counted and waits for the item. */
+	__atomic_fetch_add(&ex->ext_sub, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&ex->stopping, __ATOMIC_SEQ_CST)) {
+		refuse_external(ex);
+		return -ESHUTDOWN;
+	}
+	if (ex->capacity) {
+		r = room_wait(ex, blocking);
+		if (r) {
+			refuse_external(ex);
+			return r;
+		}
+	}
+	return 0;
+}
+
+enum { ACCEPT_QUEUE, ACCEPT_INLINE };
+
+/* Count a worker's submission in: ACCEPT_QUEUE, ACCEPT_INLINE (full, run
+ * it now), or -errno. */
+static int accept_worker(struct ao_worker *w, bool blocking, bool can_inline)
+{
+	struct ao_exec *ex = w->ex;
+
+	/* Relaxed is enough: we run inside an accepted item that destroy
+	 * waits for, so a submit that misses a concurrent shutdown is
+	 * still run (and one that follows our seeing it is refused). */
+	if (unlikely(LOAD(ex->stopping))) {
+		__atomic_fetch_add(&ex->rejected, 1, __ATOMIC_RELAXED);
+		return -ESHUTDOWN;
+	}
+	if (ex->capacity && !room_try(ex)) {
+		flush_credit(w);
+		if (!room_try(ex)) {
+			if (!blocking) {
+				__atomic_fetch_add(&ex->rejected, 1,
+						   __ATOMIC_RELAXED);
+				return -EAGAIN;
+			}
+			if (can_inline && w->depth < AO_EXEC_INLINE_MAX)
+				return ACCEPT_INLINE;
+			/* Too deep to run inline: exceed the bound. */
+			__atomic_fetch_add(&ex->queued, 1, __ATOMIC_SEQ_CST);
+		}
+	}
+	OWN_INC(w->sub);
+	return ACCEPT_QUEUE;
+}
+
+static int submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
+{
+	struct ao_worker *w;
+	int r;
+
+	if (unlikely(!ex || !work || !work->fn))
+		return -EINVAL;
+	w = worker_of(ex);
+	if (w) {
+		r = accept_worker(w, blocking, true);
+		if (r < 0)
+			return r;
+		if (r == ACCEPT_INLINE) {
+			w->depth++;
+			OWN_INC(w->inlined);
+			OWN_INC(w->executed);
+			work->fn(work);
+			w->depth--;
+			return 0;
+		}
+		push_local(w, work);
+	} else {
+		r = accept_external(ex, blocking);
+		if (r)
+			return r;
+		work->next = NULL;
+		queue_push(&ex->q, work, work, 1);
+	}
+	exec_notify(ex);
+	return 0;
+}
+
+int ao_exec_submit(struct ao_exec *ex, struct ao_work *work)
+{
+	return submit(ex, work, ex && ex->cfg.policy == AO_EXEC_BLOCK);
+}
+
+int ao_exec_try_submit(struct ao_exec *ex, struct ao_work *work)
+{
+	return submit(ex, work, false);
+}
+
+bool ao_exec_run_one(struct ao_exec *ex)
+{
+	struct ao_worker *w = worker_of(ex);
+	struct ao_work *x;
+
+	if (!w)
+		return false;
+	x = find_work(w);
+	if (!x)
+		return false;
+	run_item(w, x);
+	return true;
+}
+
+/* ---- for strands and groups ---- */
+
+int ao__exec_reserve(struct ao_exec *ex, bool blocking)
+{
+	struct ao_worker *w = worker_of(ex);
+	int r;
+
+	if (w) {
+		r = accept_worker(w, blocking, false);
+		return r < 0 ? r : 0;
+	}
+	return accept_external(ex, blocking);
+}
+
+void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *work)
+{
+	struct ao_worker *w = worker_of(ex);
+
+	if (ex->capacity)
+		__atomic_fetch_add(&ex->queued, 1, __ATOMIC_SEQ_CST);
+	if (w) {
+		OWN_INC(w->sub);
+		push_local(w, work);
+	} else {
+		/* SEQ_CST: as in accept_external(). */
+		__atomic_fetch_add(&ex->ext_sub, 1, __ATOMIC_SEQ_CST);
+		work->next = NULL;
+		queue_push(&ex->q, work, work, 1);
+	}
+	exec_notify(ex);
+}
+
+void ao__exec_started(struct ao_exec *ex)
+{
+	struct ao_worker *w = worker_of(ex);
+
+	if (w)
+		item_started(w);
+}
+
+void ao__exec_finished(struct ao_exec *ex)
+{
+	struct ao_worker *w = worker_of(ex);
+
+	if (!w)
+		return;
+	OWN_INC(w->executed);
+	/* RELEASE: as in run_item(). */
+	__atomic_store_n(&w->done, w->done + 1, __ATOMIC_RELEASE);
+}
+
+bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
+			  void *arg)
+{
+	struct ao_worker *w = worker_of(ex);
+	uint32_t key;
+
+	if (!w)
+		return false;
+	flush_credit(w);
+	key = ao_ec_prepare(&ex->idle_ec);
+	__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
+	/* SEQ_CST fence: as in park(); the caller's cond() pairs with its
+	 * own notifier, which calls ao__exec_wake_all(). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (cond(arg) || work_visible(ex) ||
+	    __atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE)) {
+		ao_ec_cancel(&ex->idle_ec);
+		return true;
+	}
+	OWN_INC(w->parks);
+	ao_ec_wait(&ex->idle_ec, key, -1);
+	OWN_INC(w->wakeups);
+	__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
+	return true;
+}
+
+/* ---- drain and lifecycle ---- */
+
+/* Has everything counted in finished, at some instant during the call? */
+static bool exec_quiescent(struct ao_exec *ex)
+{
+	uint64_t done, sub;
+
+	/* Finished counts first, then submitted (see "Drain" above).  The
+	 * ACQUIREs pair with the RELEASE stores of done in run_item() and
+	 * ao__exec_finished(); the SEQ_CST loads with the SEQ_CST RMWs in
+	 * accept_external() and refuse_external(). */
+	done = __atomic_load_n(&ex->ext_refused, __ATOMIC_SEQ_CST);
+	for (unsigned int i = 0; i < ex->nworkers; i++)
+		done += __atomic_load_n(&ex->workers[i].done, __ATOMIC_ACQUIRE);
+	sub = __atomic_load_n(&ex->ext_sub, __ATOMIC_SEQ_CST);
+	for (unsigned int i = 0; i < ex->nworkers; i++)
+		sub += __atomic_load_n(&ex->workers[i].sub, __ATOMIC_ACQUIRE);
+	return done == sub;
+}
+
+int ao_exec_drain(struct ao_exec *ex)
+{
+	if (!ex)
+		return -EINVAL;
+	if (worker_of(ex))
+		return -EDEADLK;
+	/* SEQ_CST RMW: pairs with the fence in notify_drainers(). */
+	__atomic_fetch_add(&ex->drainers, 1, __ATOMIC_SEQ_CST);
+	for (;;) {
+		uint32_t key = ao_ec_prepare(&ex->drain_ec);
+
+		if (exec_quiescent(ex)) {
+			ao_ec_cancel(&ex->drain_ec);
+			break;
+		}
+		ao_ec_wait(&ex->drain_ec, key, -1);
+	}
+	__atomic_fetch_sub(&ex->drainers, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+void ao_exec_shutdown(struct ao_exec *ex)
+{
+	if (!ex)
+		return;
+	/* SEQ_CST: pairs with the RMW-then-load in accept_external(). */
+	__atomic_store_n(&ex->stopping, 1, __ATOMIC_SEQ_CST);
+	/* Blocked submitters give up with -ESHUTDOWN. */
+	ao_ec_notify_all(&ex->room_ec);
+}
+
+bool ao_exec_stopping(const struct ao_exec *ex)
+{
+	return __atomic_load_n(&ex->stopping, __ATOMIC_ACQUIRE) != 0;
+}
+
+static void exec_stop_workers(struct ao_exec *ex)
+{
+	/* SEQ_CST store, then the fence in ao_ec_notify_all(): pairs with
+	 * the prepare and fence before park()'s load of exiting. */
+	__atomic_store_n(&ex->exiting, 1, __ATOMIC_SEQ_CST);
+	ao_ec_notify_all(&ex->idle_ec);
+	for (unsigned int i = 0; i < ex->nworkers; i++)
+		if (ex->workers[i].started)
+			pthread_join(ex->workers[i].thread, NULL);
+}
+
+static void exec_free(struct ao_exec *ex)
+{
+	free(ex->workers);
+	free(ex);
+}
+
+int ao_exec_destroy(struct ao_exec *ex)
+{
+	if (!ex)
+		return -EINVAL;
+	if (worker_of(ex))
+		return -EDEADLK;
+	ao_exec_shutdown(ex);
+	ao_exec_drain(ex);
+	exec_stop_workers(ex);
+	exec_free(ex);
+	return 0;
+}
+
+int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
+{
+	struct ao_exec_config def = AO_EXEC_CONFIG_INIT;
+	struct ao_exec *ex;
+	void *mem;
+	int err;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!cfg)
+		cfg = &def;
+	if ((cfg->kind != AO_EXEC_SHARED && cfg->kind != AO_EXEC_STEAL) ||
+	    (cfg->policy != AO_EXEC_BLOCK && cfg->policy != AO_EXEC_FAIL) ||
+	    cfg->workers > AO_EXEC_MAX_WORKERS ||
+	    cfg->capacity > (size_t)INT64_MAX / 2)
+		return -EINVAL;
+	if (posix_memalign(&mem, AO_CACHELINE_SIZE, sizeof(*ex)))
+		return -ENOMEM;
+	ex = mem;
+	memset(ex, 0, sizeof(*ex));
+	ex->cfg = *cfg;
+	ex->nworkers = cfg->workers ? cfg->workers : ao_cpu_count();
+	if (ex->nworkers > AO_EXEC_MAX_WORKERS)
+		ex->nworkers = AO_EXEC_MAX_WORKERS;
+	ex->cfg.workers = ex->nworkers;
+	if (!ex->cfg.spin_ns)
+		ex->cfg.spin_ns = AO_EXEC_DEFAULT_SPIN_NS;
+	ex->spin_cycles = ao_ns_to_cycles(ex->cfg.spin_ns);
+	ex->capacity = (int64_t)cfg->capacity;
+	ex->credit_batch = ex->capacity / (8 * (int64_t)ex->nworkers);
+	if (ex->credit_batch < 1)
+		ex->credit_batch = 1;
+	if (ex->credit_batch > AO_EXEC_CREDIT_MAX)
+		ex->credit_batch = AO_EXEC_CREDIT_MAX;
+	snprintf(ex->name, sizeof(ex->name), "%s",
+		 cfg->name ? cfg->name : AO_EXEC_NAME_DEFAULT);
+	ex->cfg.name = ex->name;
+	queue_init(&ex->q);
+	ao_ec_init(&ex->idle_ec);
+	ao_ec_init(&ex->room_ec);
+	ao_ec_init(&ex->drain_ec);
+
+	if (posix_memalign(&mem, AO_CACHELINE_SIZE,
+			   ex->nworkers * sizeof(struct ao_worker))) {
+		free(ex);
+		return -ENOMEM;
+	}
+	ex->workers = mem;
+	memset(ex->workers, 0, ex->nworkers * sizeof(struct ao_worker));
+	for (unsigned int i = 0; i < ex->nworkers; i++) {
+		struct ao_worker *w = &ex->workers[i];
+
+		ao_deque_init(&w->dq);
+		w->ex = ex;
+		w->id = i;
+		w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
+	}
+	for (unsigned int i = 0; i < ex->nworkers; i++) {
+		struct ao_worker *w = &ex->workers[i];
+
+		err = pthread_create(&w->thread, NULL, worker_main, w);
+		if (err) {
+			exec_stop_workers(ex);
+			exec_free(ex);
+			return -err;
+		}
+		w->started = true;
+	}
+	*out = ex;
+	return 0;
+}
+
+/* ---- introspection ---- */
+
+struct ao_exec *ao_exec_current(void)
+{
+	return cur_worker ? cur_worker->ex : NULL;
+}
+
+int ao_exec_worker_index(const struct ao_exec *ex)
+{
+	struct ao_worker *w = worker_of(ex);
+
+	return w ? (int)w->id : -1;
+}
+
+unsigned int ao_exec_workers(const struct ao_exec *ex)
+{
+	return ex->nworkers;
+}
+
+void ao_exec_get_config(const struct ao_exec *ex, struct ao_exec_config *cfg)
+{
+	*cfg = ex->cfg;
+}
+
+int ao_exec_worker_stats(const struct ao_exec *ex, unsigned int i,
+			 struct ao_exec_worker_stats *st)
+{
+	struct ao_worker *w;
+
+	if (!ex || !st || i >= ex->nworkers)
+		return -EINVAL;
+	w = &ex->workers[i];
+	st->executed = LOAD(w->executed);
+	st->inlined = LOAD(w->inlined);
+	st->stolen = LOAD(w->stolen);
+	st->stolen_from = LOAD(w->stolen_from);
+	st->overflowed = LOAD(w->overflowed);
+	st->parks = LOAD(w->parks);
+	st->wakeups = LOAD(w->wakeups);
+	st->depth = ex->cfg.kind == AO_EXEC_STEAL ?
+			    (uint64_t)ao_deque_size(&w->dq) :
+			    0;
+	return 0;
+}
+
+int ao_exec_stats(const struct ao_exec *ex, struct ao_exec_stats *st)
+{
+	uint64_t sub = 0;
+
+	if (!ex || !st)
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	for (unsigned int i = 0; i < ex->nworkers; i++) {
+		struct ao_exec_worker_stats ws;
+
+		ao_exec_worker_stats(ex, i, &ws);
+		st->executed += ws.executed;
+		st->inlined += ws.inlined;
+		st->stolen += ws.stolen;
+		st->overflowed += ws.overflowed;
+		st->parks += ws.parks;
+		st->wakeups += ws.wakeups;
+		st->queued += ws.depth;
+		sub += LOAD(ex->workers[i].sub);
+	}
+	st->submitted =
+		sub + LOAD(ex->ext_sub) - LOAD(ex->ext_refused) + st->inlined;
+	st->rejected = LOAD(ex->rejected);
+	st->notifies = LOAD(ex->notifies);
+	st->queued += READ_ONCE(ex->q.len);
+	st->workers = ex->nworkers;
+	return 0;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What strands and groups need from the executor beyond the public API:
+ * accepting an item without queueing it (a strand keeps its own queue),
+ * queueing a carrier item that may not be refused, and accounting for the
+ * items a carrier runs.
+ */
+#ifndef AORTA_CORE_EXEC_PRIV_H
+#define AORTA_CORE_EXEC_PRIV_H
+
+#include <stdbool.h>
+#include <aorta/core/exec.h>
+
+/* Accept one item that the caller queues itself: counts it as submitted
+ * and takes a capacity slot.  blocking: wait for room (external callers)
+ * or exceed the bound (workers); otherwise -EAGAIN when full.
+ * -ESHUTDOWN once shutdown started. */
+int ao__exec_reserve(struct ao_exec *ex, bool blocking);
+/* Queue w, which may not be refused: allowed while some accepted item is
+ * still pending (so the executor cannot have finished shutting down). */
+void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *w);
+/* On a worker: an item accepted with ao__exec_reserve() starts now. */
+void ao__exec_started(struct ao_exec *ex);
+/* On a worker: an item accepted with ao__exec_reserve() has run. */
+void ao__exec_finished(struct ao_exec *ex);
+/* On a worker of ex, park until woken or cond(arg) holds; false if the
+ * caller is not one of ex's workers. */
+bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
+			  void *arg);
+/* Wake every parked worker of ex (they re-check their conditions). */
+void ao__exec_wake_all(struct ao_exec *ex);
+
+#endif /* AORTA_CORE_EXEC_PRIV_H */
