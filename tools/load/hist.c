@@ -82,16 +82,13 @@ uint64_t hist_percentile(const struct hist *h, double p)
 {
 	uint64_t want, cum = 0, v;
 	unsigned int i;
-	double exact;
 
 	if (!h->total)
 		return 0;
 	if (p >= 100.0)
 		return h->max;
-	exact = p / 100.0 * (double)h->total;
-	want = (uint64_t)exact;
-	if ((double)want < exact)
-		want++; /* ceil, without libm */
+	/* Rounded to the nearest count, as HdrHistogram does. */
+	want = (uint64_t)(p / 100.0 * (double)h->total + 0.5);
 	if (want < 1)
 		want = 1;
 	if (want > h->total)

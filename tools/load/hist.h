@@ -38,8 +38,9 @@ uint64_t hist_bucket_high(unsigned int idx);
 
 /*
  * The p-th percentile (0 < p <= 100): the highest value equivalent to the
- * smallest recorded value with at least p% of the values at or below it,
- * clamped to [min, max].  0 when empty.
+ * smallest recorded value with p% of the values (rounded to the nearest
+ * count, at least one) at or below it, clamped to [min, max].  0 when
+ * empty.
  */
 uint64_t hist_percentile(const struct hist *h, double p);
 double hist_mean(const struct hist *h);
