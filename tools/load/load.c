@@ -428,9 +428,10 @@ void conn_on_data(struct worker *w, struct conn *c, const uint8_t *p, size_t n,
 	if (c->dead)
 		return;
 	if (c->rx + n > c->tx) {
-		conn_log(w, c,
-			 "the server sent %llu bytes more than it was sent",
-			 (unsigned long long)(c->rx + n - c->tx));
+		conn_log(
+			w, c,
+			"the server sent %llu bytes more than it was sent (protocol error)",
+			(unsigned long long)(c->rx + n - c->tx));
 		conn_fail(w, c, -1);
 		return;
 	}
@@ -509,7 +510,7 @@ void conn_fail(struct worker *w, struct conn *c, int err)
 	if (err != ETIMEDOUT) {
 		BUMP(w->st.conn_errors, 1);
 		if (err >= 0)
-			conn_log(w, c, "%s (%u requests in flight lost)",
+			conn_log(w, c, "%s (requests in flight lost: %u)",
 				 fail_reason(err), lost);
 	}
 	/* Wakes any operation in flight; the engine closes the fd later. */
@@ -533,7 +534,7 @@ static void check_timeouts(struct worker *w, uint64_t now, bool all)
 			if (!all)
 				conn_log(
 					w, c,
-					"no answer for %.1f s (%u requests in flight)",
+					"no answer for %.1f s (requests in flight: %u)",
 					(double)(now - c->last_progress) / 1e9,
 					n);
 			conn_fail(w, c, ETIMEDOUT);
