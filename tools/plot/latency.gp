@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: MIT
+# Render ao-load's --hist CSV (low_ns,high_ns,count,cumulative,percentile)
+# as a percentile spectrum, HdrHistogram style: latency against
+# 1 / (1 - percentile), both on log scales, so the tail gets the room.
+#
+#   gnuplot -e "infile='lat.csv'; outfile='lat.png'" tools/plot/latency.gp
+# (tools/plot/plot-latency.sh does this and checks for gnuplot first.)
+
+if (!exists("infile")) infile = "latency.csv"
+if (!exists("outfile")) outfile = "latency.png"
+if (!exists("plottitle")) plottitle = "ao-load latency distribution"
+
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+	set terminal pngcairo size 1000,600 enhanced font ",10"
+} else {
+	set terminal png size 1000,600
+}
+set output outfile
+set datafile separator ","
+set key autotitle columnhead
+
+stats infile using 2 nooutput name "LAT"
+stats infile using 4 nooutput name "CUM"
+maxus = LAT_max / 1000.0
+
+set title sprintf("%s (%.0f requests, max %.1f us)", plottitle, CUM_max, \
+		  maxus)
+set logscale x 10
+set logscale y 10
+set grid xtics ytics mytics
+set xlabel "percentile"
+set ylabel "latency (us)"
+set xtics ("0%%" 1, "90%%" 10, "99%%" 100, "99.9%%" 1000, \
+	   "99.99%%" 10000, "99.999%%" 100000, "99.9999%%" 1000000)
+set xrange [1:*]
+set format y "%g"
+unset key
+
+# The 100th percentile is the max: at 1/(1-p) it is at infinity, so it is
+# left out here and given in the title.
+plot infile using ($5 < 100 ? 1.0 / (1.0 - $5 / 100.0) : 1/0):($2 / 1000.0) \
+	with steps lw 2 lc rgb "#1f77b4"
