@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Strands: items of one strand run in submission order and never two at
+ * once, with many producers (outside and inside the pool) over both
+ * disciplines, bounded and unbounded; strands run in parallel with each
+ * other; the batch hands the worker back; refusals; idle and destroy.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <aorta/clock.h>
+#include <aorta/core/exec.h>
+#include <aorta/core/strand.h>
+#include "helpers.h"
+
+static struct ao_exec *mk(enum ao_exec_kind kind, unsigned int workers,
+			  size_t capacity, enum ao_exec_policy policy)
+{
+	struct ao_exec_config cfg = AO_EXEC_CONFIG_INIT;
+	struct ao_exec *ex = NULL;
+
+	cfg.kind = kind;
+	cfg.workers = workers;
+	cfg.capacity = capacity;
+	cfg.policy = policy;
+	assert_int_equal(ao_exec_create(&cfg, &ex), 0);
+	return ex;
+}
+
+#define NSTRANDS 4
+#define NPROD 4
+
+struct sess {
+	struct ao_strand strand;
+	int inside; /* items running now: must never exceed 1 */
+	long last_seq[NPROD + NPROD]; /* per producer: last seq seen */
+	long ran;
+	int bad;
+};
+
+struct pkt {
+	struct ao_work work;
+	struct sess *s;
+	int producer;
+	long seq;
+	int forward; /* if set: submit a follow-up from the worker */
+	struct pkt *next_pkt;
+};
+
+static struct sess sessions[NSTRANDS];
+static long per_prod;
+
+static void pkt_fn(struct ao_work *w)
+{
+	struct pkt *p = container_of(w, struct pkt, work);
+	struct sess *s = p->s;
+
+	if (__atomic_fetch_add(&s->inside, 1, __ATOMIC_RELAXED) != 0)
+		s->bad = 1;
+	if (ao_strand_current() != &s->strand)
+		s->bad = 1;
+	/* Plain accesses on purpose: the strand alone serialises them
+	 * (ThreadSanitizer would see a race otherwise). */
+	if (p->seq != s->last_seq[p->producer] + 1)
+		s->bad = 1;
+	s->last_seq[p->producer] = p->seq;
+	s->ran++;
+	__atomic_fetch_sub(&s->inside, 1, __ATOMIC_RELAXED);
+	if (p->next_pkt) {
+		/* From inside a worker: onto another strand, in order
+		 * for that (worker) producer because items of one strand
+		 * are serial. */
+		struct pkt *n = p->next_pkt;
+
+		assert_int_equal(ao_strand_submit(&n->s->strand, &n->work), 0);
+	}
+}
+
+struct producer {
+	int id;
+	struct pkt *pkts;
+	struct pkt *fwd; /* follow-ups, producer id + NPROD */
+};
+
+static void *producer_fn(void *arg)
+{
+	struct producer *pr = arg;
+
+	for (long i = 0; i < per_prod; i++) {
+		struct pkt *p = &pr->pkts[i];
+
+		assert_int_equal(ao_strand_submit(&p->s->strand, &p->work), 0);
+	}
+	return NULL;
+}
+
+static void run_order(enum ao_exec_kind kind, unsigned int workers,
+		      size_t capacity)
+{
+	struct ao_exec *ex = mk(kind, workers, capacity, AO_EXEC_BLOCK);
+	struct producer prods[NPROD];
+	long total = 0;
+
+	per_prod = t_scaled(20000, 1000);
+	memset(sessions, 0, sizeof(sessions));
+	for (int i = 0; i < NSTRANDS; i++) {
+		ao_strand_init(&sessions[i].strand, ex);
+		/* A small batch makes strands give the worker back often. */
+		ao_strand_set_batch(&sessions[i].strand, (unsigned)(i + 1));
+		for (int j = 0; j < 2 * NPROD; j++)
+			sessions[i].last_seq[j] = -1;
+	}
+	for (int i = 0; i < NPROD; i++) {
+		prods[i].id = i;
+		prods[i].pkts = calloc((size_t)per_prod, sizeof(struct pkt));
+		prods[i].fwd = calloc((size_t)per_prod, sizeof(struct pkt));
+		assert_non_null(prods[i].pkts);
+		assert_non_null(prods[i].fwd);
+	}
+	/* Producer i sends everything to strand i; each item forwards a
+	 * follow-up to strand (i + 1) % N as producer i + NPROD.  Strand i
+	 * runs serially, so the follow-ups are submitted in order. */
+	for (int i = 0; i < NPROD; i++) {
+		for (long k = 0; k < per_prod; k++) {
+			struct pkt *p = &prods[i].pkts[k];
+			struct pkt *f = &prods[i].fwd[k];
+
+			ao_work_init(&p->work, pkt_fn);
+			p->s = &sessions[i % NSTRANDS];
+			p->producer = i;
+			p->seq = k;
+			p->next_pkt = f;
+			ao_work_init(&f->work, pkt_fn);
+			f->s = &sessions[(i + 1) % NSTRANDS];
+			f->producer = i + NPROD;
+			f->seq = k;
+		}
+	}
+	t_watchdog_arm(120, "strand order");
+	t_run_threads(NPROD, producer_fn, prods, sizeof(prods[0]));
+	assert_int_equal(ao_exec_drain(ex), 0);
+	t_watchdog_disarm();
+	for (int i = 0; i < NSTRANDS; i++) {
+		assert_int_equal(sessions[i].bad, 0);
+		assert_true(ao_strand_idle(&sessions[i].strand));
+		assert_int_equal(ao_strand_destroy(&sessions[i].strand), 0);
+		assert_int_equal(sessions[i].strand.executed,
+				 sessions[i].strand.submitted);
+		total += sessions[i].ran;
+	}
+	assert_int_equal(total, 2 * NPROD * per_prod);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	for (int i = 0; i < NPROD; i++) {
+		free(prods[i].pkts);
+		free(prods[i].fwd);
+	}
+}
+
+static void test_order_shared(void **state)
+{
+	(void)state;
+	run_order(AO_EXEC_SHARED, 2, 0);
+	run_order(AO_EXEC_SHARED, 4, 0);
+}
+
+static void test_order_steal(void **state)
+{
+	(void)state;
+	run_order(AO_EXEC_STEAL, 2, 0);
+	run_order(AO_EXEC_STEAL, 4, 0);
+}
+
+static void test_order_bounded(void **state)
+{
+	(void)state;
+	run_order(AO_EXEC_SHARED, 2, 16);
+	run_order(AO_EXEC_STEAL, 2, 16);
+	run_order(AO_EXEC_STEAL, 3, 1);
+}
+
+/* ---- strands run in parallel with each other ---- */
+
+struct slow {
+	struct ao_work work;
+	int *concurrent, *peak;
+};
+
+static void slow_fn(struct ao_work *w)
+{
+	struct slow *s = container_of(w, struct slow, work);
+	int now = __atomic_add_fetch(s->concurrent, 1, __ATOMIC_RELAXED);
+	int peak = __atomic_load_n(s->peak, __ATOMIC_RELAXED);
+
+	while (now > peak &&
+	       !__atomic_compare_exchange_n(s->peak, &peak, now, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	t_sleep_ns(20000000);
+	__atomic_sub_fetch(s->concurrent, 1, __ATOMIC_RELAXED);
+}
+
+static void test_parallel_strands(void **state)
+{
+	struct ao_exec *ex = mk(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
+	struct ao_strand st[2];
+	struct slow items[2][3];
+	int concurrent = 0, peak = 0;
+
+	(void)state;
+	t_watchdog_arm(30, "parallel strands");
+	for (int i = 0; i < 2; i++) {
+		ao_strand_init(&st[i], ex);
+		for (int k = 0; k < 3; k++) {
+			ao_work_init(&items[i][k].work, slow_fn);
+			items[i][k].concurrent = &concurrent;
+			items[i][k].peak = &peak;
+			assert_int_equal(
+				ao_strand_submit(&st[i], &items[i][k].work), 0);
+		}
+	}
+	assert_false(ao_strand_idle(&st[0]));
+	assert_int_equal(ao_strand_destroy(&st[0]), -EBUSY);
+	assert_int_equal(ao_exec_drain(ex), 0);
+	t_watchdog_disarm();
+	/* Two strands on two workers overlapped; one strand never did. */
+	assert_int_equal(peak, 2);
+	assert_int_equal(ao_strand_destroy(&st[0]), 0);
+	assert_int_equal(ao_strand_destroy(&st[1]), 0);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+}
+
+/* ---- refusals, shutdown, and a strand's items surviving destroy ---- */
+
+struct gate {
+	struct ao_work work;
+	int open;
+};
+
+static void gate_fn(struct ao_work *w)
+{
+	struct gate *g = container_of(w, struct gate, work);
+
+	while (!__atomic_load_n(&g->open, __ATOMIC_ACQUIRE))
+		t_sleep_ns(100000);
+}
+
+static int cnt_ran[8];
+
+static void cnt_fn(struct ao_work *w)
+{
+	(void)w;
+	__atomic_fetch_add(&cnt_ran[0], 1, __ATOMIC_RELAXED);
+}
+
+static void test_refusals(void **state)
+{
+	struct ao_exec *ex = mk(AO_EXEC_SHARED, 1, 2, AO_EXEC_FAIL);
+	struct ao_strand s;
+	struct gate g = { AO_WORK_INIT(gate_fn), 0 };
+	struct ao_work w[4];
+	struct ao_exec_stats st;
+
+	(void)state;
+	t_watchdog_arm(30, "strand refusals");
+	memset(cnt_ran, 0, sizeof(cnt_ran));
+	ao_strand_init(&s, ex);
+	assert_null(ao_strand_current());
+	assert_int_equal(ao_strand_submit(&s, NULL), -EINVAL);
+	/* The gate holds the only worker. */
+	assert_int_equal(ao_exec_submit(ex, &g.work), 0);
+	do {
+		ao_exec_stats(ex, &st);
+	} while (st.queued);
+	for (int i = 0; i < 4; i++)
+		ao_work_init(&w[i], cnt_fn);
+	/* One item takes a slot, its turn the other: full. */
+	assert_int_equal(ao_strand_submit(&s, &w[0]), 0);
+	assert_int_equal(ao_strand_submit(&s, &w[1]), -EAGAIN);
+	assert_int_equal(ao_strand_try_submit(&s, &w[2]), -EAGAIN);
+	__atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
+	assert_int_equal(ao_exec_drain(ex), 0);
+	assert_int_equal(cnt_ran[0], 1);
+	assert_int_equal(ao_strand_try_submit(&s, &w[1]), 0);
+	assert_int_equal(ao_exec_drain(ex), 0);
+	assert_int_equal(cnt_ran[0], 2);
+	ao_exec_shutdown(ex);
+	assert_int_equal(ao_strand_submit(&s, &w[2]), -ESHUTDOWN);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	t_watchdog_disarm();
+	assert_int_equal(cnt_ran[0], 2);
+	assert_int_equal(ao_strand_destroy(&s), 0);
+}
+
+static void test_destroy_runs_strand_backlog(void **state)
+{
+	struct ao_exec *ex = mk(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
+	struct ao_strand s[3];
+	long n = t_scaled(3000, 300);
+	struct ao_work *w = calloc((size_t)n * 3, sizeof(*w));
+
+	(void)state;
+	assert_non_null(w);
+	memset(cnt_ran, 0, sizeof(cnt_ran));
+	t_watchdog_arm(30, "strand backlog at destroy");
+	for (int i = 0; i < 3; i++)
+		ao_strand_init(&s[i], ex);
+	for (long k = 0; k < n * 3; k++) {
+		ao_work_init(&w[k], cnt_fn);
+		assert_int_equal(ao_strand_submit(&s[k % 3], &w[k]), 0);
+	}
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	t_watchdog_disarm();
+	assert_int_equal(cnt_ran[0], n * 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(ao_strand_destroy(&s[i]), 0);
+	free(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_parallel_strands),
+		cmocka_unit_test(test_destroy_runs_strand_backlog),
+		cmocka_unit_test(test_order_shared),
+		cmocka_unit_test(test_order_steal),
+		cmocka_unit_test(test_order_bounded),
+	};
+
+	ao_clock_calibrate();
+	return cmocka_run_group_tests_name("strand", tests, NULL, NULL);
+}
