@@ -995,11 +995,9 @@ int main(int argc, char **argv)
 	pthread_barrier_wait(&barrier);
 	now = ctx.t0;
 	if (run_aborted) {
-		for (i = 0; i < ctx.o.threads; i++) {
+		for (i = 0; i < ctx.o.threads; i++)
 			pthread_join(tids[i], NULL);
-			worker_free(&ctx.workers[i]);
-		}
-		return rc;
+		goto out;
 	}
 
 	deadline = ctx.o.duration_ns ? ctx.t0 + ctx.o.duration_ns : UINT64_MAX;
@@ -1057,8 +1055,10 @@ int main(int argc, char **argv)
 		rc = EXIT_ERRORS;
 	if (errors_of(&t->st) || t->st.mismatches)
 		rc = EXIT_ERRORS;
+out:
 	for (i = 0; i < ctx.o.threads; i++)
 		worker_free(&ctx.workers[i]);
+	pthread_barrier_destroy(&barrier);
 	free(t);
 	free(args);
 	free(tids);
