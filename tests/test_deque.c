@@ -171,7 +171,7 @@ static void run_owner(bool with_half)
 				continue;
 			}
 			if (with_half) {
-				struct ao_work *f, *l, *w;
+				struct ao_work *f = NULL, *l = NULL, *w;
 				unsigned int n = ao_deque_take_half(sd, &f, &l);
 
 				for (w = f; w; w = w->next) {
