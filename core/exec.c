@@ -168,6 +168,7 @@ struct ao_exec {
 
 	/* External submitters' counters. */
 	uint64_t ext_sub __ao_cacheline_aligned;
+	uint64_t ext_inside; /* external calls in progress (see destroy) */
 	uint64_t ext_refused;
 	uint64_t rejected;
 	uint64_t notifies;
@@ -670,6 +671,25 @@ static void push_local(struct ao_worker *w, struct ao_work *work)
 	OWN_INC(w->overflowed);
 }
 
+/*
+ * An external call may still be touching ex (a notify after its push, a
+ * refusal's notify of the drainers) when its item has already run or its
+ * refusal has let drain finish; destroy waits for ext_inside to fall to
+ * zero before it frees.  SEQ_CST: the entry is ordered before the call's
+ * counting RMW, which destroy's drain observes before it reads ext_inside;
+ * the RELEASE of the leave orders every access to ex before it.
+ */
+static inline void ext_enter(struct ao_exec *ex)
+{
+	__atomic_fetch_add(&ex->ext_inside, 1, __ATOMIC_SEQ_CST);
+}
+
+static inline void ext_leave(struct ao_exec *ex)
+{
+	/* The last access to ex of this call. */
+	__atomic_fetch_sub(&ex->ext_inside, 1, __ATOMIC_RELEASE);
+}
+
 static void refuse_external(struct ao_exec *ex)
 {
 	/* Counted finished after it was counted submitted (same thread). */
@@ -756,15 +776,18 @@ static int submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
 			return 0;
 		}
 		push_local(w, work);
-	} else {
-		r = accept_external(ex, blocking);
-		if (r)
-			return r;
+		exec_notify(ex);
+		return 0;
+	}
+	ext_enter(ex);
+	r = accept_external(ex, blocking);
+	if (!r) {
 		work->next = NULL;
 		queue_push(&ex->q, work, work, 1);
+		exec_notify(ex);
 	}
-	exec_notify(ex);
-	return 0;
+	ext_leave(ex);
+	return r;
 }
 
 int ao_exec_submit(struct ao_exec *ex, struct ao_work *work)
@@ -802,7 +825,10 @@ int ao__exec_reserve(struct ao_exec *ex, bool blocking)
 		r = accept_worker(w, blocking, false);
 		return r < 0 ? r : 0;
 	}
-	return accept_external(ex, blocking);
+	ext_enter(ex);
+	r = accept_external(ex, blocking);
+	ext_leave(ex);
+	return r;
 }
 
 void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *work)
@@ -814,13 +840,16 @@ void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *work)
 	if (w) {
 		OWN_INC(w->sub);
 		push_local(w, work);
-	} else {
-		/* SEQ_CST: as in accept_external(). */
-		__atomic_fetch_add(&ex->ext_sub, 1, __ATOMIC_SEQ_CST);
-		work->next = NULL;
-		queue_push(&ex->q, work, work, 1);
+		exec_notify(ex);
+		return;
 	}
+	ext_enter(ex);
+	/* SEQ_CST: as in accept_external(). */
+	__atomic_fetch_add(&ex->ext_sub, 1, __ATOMIC_SEQ_CST);
+	work->next = NULL;
+	queue_push(&ex->q, work, work, 1);
 	exec_notify(ex);
+	ext_leave(ex);
 }
 
 void ao__exec_started(struct ao_exec *ex)
@@ -949,6 +978,12 @@ int ao_exec_destroy(struct ao_exec *ex)
 		return -EDEADLK;
 	ao_exec_shutdown(ex);
 	ao_exec_drain(ex);
+	/* A submitter refused at shutdown may still be on its way out (see
+	 * ext_enter()); it has nothing left to wait for, so this is a few
+	 * instructions unless it was preempted.  ACQUIRE pairs with the
+	 * RELEASE in ext_leave(). */
+	while (__atomic_load_n(&ex->ext_inside, __ATOMIC_ACQUIRE))
+		sched_yield();
 	exec_stop_workers(ex);
 	exec_free(ex);
 	return 0;
