@@ -169,7 +169,7 @@ static void test_csv(void **state)
 
 static void test_framing(void **state)
 {
-	uint8_t pat[pattern_len(200)], buf[4 + 200], buf2[4 + 200];
+	uint8_t pat[200 + PATTERN_SPAN], buf[4 + 200], buf2[4 + 200];
 	enum framing f;
 
 	(void)state;
@@ -187,6 +187,7 @@ static void test_framing(void **state)
 	assert_int_equal(framing_hdr_len(FRAMING_LEN32), 4);
 	assert_int_equal(framing_max_payload(FRAMING_LEN16), 65535);
 
+	assert_int_equal(pattern_len(200), sizeof(pat));
 	pattern_fill(pat, sizeof(pat), 1);
 	/* len16: 2-byte big-endian payload length, then seq and time. */
 	frame_build(buf, FRAMING_LEN16, 200, 0x0102030405060708ull,
