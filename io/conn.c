@@ -1,0 +1,773 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Connections: the object, its reference count, its send queue, the
+ * mailbox through which other threads reach the ring thread, and the
+ * receive path the two backends share (framing, strand submission,
+ * backpressure, graceful and hard close).  The protocol is described at
+ * the top of io/server.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <aorta/io/conn.h>
+#include "io_priv.h"
+
+struct pkt_work {
+	struct ao_work work;
+	struct ao_conn *c;
+	struct ao_buf *pkt;
+};
+
+static const char *const reason_names[AO_CLOSE_NR] = {
+	[AO_CLOSE_EOF] = "eof",
+	[AO_CLOSE_RESET] = "reset",
+	[AO_CLOSE_TRUNCATED] = "truncated packet",
+	[AO_CLOSE_TOO_LONG] = "packet too long",
+	[AO_CLOSE_EMPTY] = "empty packet",
+	[AO_CLOSE_PROTOCOL] = "protocol error",
+	[AO_CLOSE_SLOW] = "slow consumer",
+	[AO_CLOSE_IDLE] = "idle timeout",
+	[AO_CLOSE_LOCAL] = "closed locally",
+	[AO_CLOSE_SHUTDOWN] = "server shutdown",
+	[AO_CLOSE_NOMEM] = "out of memory",
+};
+
+const char *ao_close_reason_name(enum ao_close_reason why)
+{
+	if ((unsigned int)why >= AO_CLOSE_NR)
+		return "?";
+	return reason_names[why];
+}
+
+/* ---- references and the mailbox ---- */
+
+struct ao_conn *ao_conn_get(struct ao_conn *c)
+{
+	/* Relaxed: the caller already holds a reference, so the count cannot
+	 * reach zero under us. */
+	__atomic_fetch_add(&c->refs, 1, __ATOMIC_RELAXED);
+	return c;
+}
+
+static void reap_add(struct io_ring *r, struct ao_conn *c)
+{
+	c->reap_next = r->reap;
+	r->reap = c;
+}
+
+static void post(struct ao_conn *c, uint32_t bits);
+
+void ao_conn_put(struct ao_conn *c)
+{
+	/* Release: our uses of c happen before the free; acquire (on the
+	 * last put): every other holder's uses happen before it too. */
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	/* Only the ring frees (it owns the lists c is on), and only once
+	 * the strand is idle: this put may come from c's own strand. */
+	if (io_current_ring() == c->ring)
+		reap_add(c->ring, c);
+	else
+		post(c, MB_FREE);
+}
+
+/* Ask the ring thread to look at c.  The caller holds a reference, except
+ * for MB_FREE, which is posted after the last one went. */
+static void post(struct ao_conn *c, uint32_t bits)
+{
+	struct io_ring *r = c->ring;
+	struct ao_conn *head;
+	uint32_t old;
+
+	/* ACQ_REL: what the caller did before posting (queued a buffer,
+	 * finished a packet) is visible to the ring once it reads the bits
+	 * with its exchange; pairs with the xchg in drain_one(). */
+	old = __atomic_fetch_or(&c->mb_flags, bits | MB_QUEUED,
+				__ATOMIC_ACQ_REL);
+	if (old & MB_QUEUED)
+		return; /* already on the stack: the ring will see bits */
+	if (!(bits & MB_FREE))
+		ao_conn_get(c); /* the stack's reference */
+	head = __atomic_load_n(&r->mb_head, __ATOMIC_RELAXED);
+	do {
+		c->mb_next = head;
+		/* SEQ_CST: the push is ordered before the load of sleeping
+		 * below (StoreLoad); pairs with the SEQ_CST store of sleeping
+		 * and load of mb_head in the ring's wait.  It also releases
+		 * c->mb_next to the ring's acquire exchange. */
+	} while (!__atomic_compare_exchange_n(&r->mb_head, &head, c, true,
+					      __ATOMIC_SEQ_CST,
+					      __ATOMIC_RELAXED));
+	if (!head && __atomic_load_n(&r->sleeping, __ATOMIC_SEQ_CST))
+		io_ring_wake(r);
+}
+
+static void drain_one(struct io_ring *r, struct ao_conn *c, uint32_t bits)
+{
+	if (bits & MB_FREE) {
+		reap_add(r, c);
+		return;
+	}
+	if (c->state < CONN_CLOSING) {
+		if (bits & MB_SLOW)
+			io_conn_close_hard(c, AO_CLOSE_SLOW);
+		if (bits & MB_PROTO)
+			io_conn_close_hard(c, AO_CLOSE_PROTOCOL);
+	}
+	if (bits & MB_CLOSE)
+		io_conn_close_graceful(c, AO_CLOSE_LOCAL,
+				       io_now() + r->srv->cfg.drain_timeout_ms *
+							  1000000ull);
+	if ((bits & MB_SEND) && c->state < CONN_CLOSING)
+		r->be->send_kick(r, c);
+	if (bits & MB_RESUME) {
+		uint32_t n = __atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST);
+
+		if (c->bp_paused && n <= r->srv->low_water) {
+			c->bp_paused = false;
+			if (c->state == CONN_OPEN)
+				__atomic_store_n(&c->rx_paused, 0,
+						 __ATOMIC_RELAXED);
+			r->be->rx_update(r, c);
+		}
+		io_conn_check_drained(c);
+	}
+	ao_conn_put(c); /* the stack's reference */
+}
+
+void io_ring_drain_mailbox(struct io_ring *r)
+{
+	struct ao_conn *c;
+
+	/* Acquire: pairs with the pushers' CAS, so each c->mb_next and what
+	 * the pusher wrote before is visible. */
+	while ((c = __atomic_exchange_n(&r->mb_head, NULL, __ATOMIC_ACQUIRE))) {
+		while (c) {
+			struct ao_conn *next = c->mb_next;
+			/* Clear MB_QUEUED first: a post from now on pushes
+			 * c again (and may rewrite mb_next, read above). */
+			uint32_t bits = __atomic_exchange_n(&c->mb_flags, 0,
+							    __ATOMIC_ACQ_REL);
+
+			drain_one(r, c, bits);
+			c = next;
+		}
+	}
+}
+
+void io_conn_free(struct ao_conn *c)
+{
+	struct io_ring *r = c->ring;
+
+	r->nalive--;
+	free(c);
+}
+
+void io_ring_reap(struct io_ring *r)
+{
+	struct ao_conn **pp = &r->reap;
+
+	while (*pp) {
+		struct ao_conn *c = *pp;
+
+		/* The last put may have come from an item on c's strand,
+		 * whose turn is still finishing: wait for it to be idle. */
+		if (ao_strand_destroy(&c->strand) == 0) {
+			*pp = c->reap_next;
+			io_conn_free(c);
+		} else {
+			pp = &c->reap_next;
+		}
+	}
+}
+
+/* ---- handlers, on the strand ---- */
+
+static void open_run(struct ao_work *w)
+{
+	struct ao_conn *c = container_of(w, struct ao_conn, open_work);
+	const struct ao_server_handlers *h = &c->srv->cfg.handlers;
+
+	if (h->on_open)
+		h->on_open(c, h->arg);
+	ao_conn_put(c);
+}
+
+static void close_run(struct ao_work *w)
+{
+	struct ao_conn *c = container_of(w, struct ao_conn, close_work);
+	const struct ao_server_handlers *h = &c->srv->cfg.handlers;
+
+	if (h->on_close)
+		h->on_close(c, c->reason, h->arg);
+	ao_conn_put(c); /* the ring's reference, handed to this item */
+}
+
+static void pkt_run(struct ao_work *w)
+{
+	struct pkt_work *pw = container_of(w, struct pkt_work, work);
+	struct ao_conn *c = pw->c;
+	struct ao_server *srv = c->srv;
+	const struct ao_server_handlers *h = &srv->cfg.handlers;
+	uint32_t n;
+
+	if (h->on_packet && h->on_packet(c, pw->pkt, h->arg) < 0)
+		post(c, MB_PROTO);
+	ao_buf_put(pw->pkt);
+	free(pw);
+	/* SEQ_CST: the decrement is ordered before the load of rx_paused
+	 * (StoreLoad); pairs with the ring's SEQ_CST store of rx_paused and
+	 * re-load of backlog in bp_update(), so either the ring sees the
+	 * backlog down or this sees the pause and posts a resume. */
+	n = __atomic_sub_fetch(&c->backlog, 1, __ATOMIC_SEQ_CST);
+	if (n <= srv->low_water &&
+	    __atomic_load_n(&c->rx_paused, __ATOMIC_SEQ_CST))
+		post(c, MB_RESUME);
+	ao_conn_put(c);
+}
+
+/* ---- the receive path (ring thread) ---- */
+
+static struct ao_buf *conn_alloc(void *arg)
+{
+	struct ao_conn *c = arg;
+
+	return ao_buf_get(c->srv->pool);
+}
+
+/* Pause recv when the backlog reaches its bound. */
+static void bp_update(struct ao_conn *c)
+{
+	struct io_ring *r = c->ring;
+	uint32_t n = __atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST);
+
+	if (c->bp_paused || n < c->srv->cfg.session_backlog)
+		return;
+	c->bp_paused = true;
+	IO_STAT_ADD(r, pauses, 1);
+	/* SEQ_CST store, then SEQ_CST load: see pkt_run(). */
+	__atomic_store_n(&c->rx_paused, 1, __ATOMIC_SEQ_CST);
+	n = __atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST);
+	if (n <= c->srv->low_water) {
+		/* Drained meanwhile; the worker may not have seen the flag. */
+		c->bp_paused = false;
+		if (c->state == CONN_OPEN)
+			__atomic_store_n(&c->rx_paused, 0, __ATOMIC_RELAXED);
+		return;
+	}
+	r->be->rx_update(r, c);
+}
+
+/* The framer's emit: one packet to the strand.  Takes over pkt. */
+static int conn_emit(void *arg, struct ao_buf *pkt)
+{
+	struct ao_conn *c = arg;
+	struct pkt_work *pw = malloc(sizeof(*pw));
+	int err;
+
+	if (!pw) {
+		ao_buf_put(pkt);
+		return -ENOMEM;
+	}
+	ao_work_init(&pw->work, pkt_run);
+	pw->c = ao_conn_get(c);
+	pw->pkt = pkt;
+	__atomic_fetch_add(&c->backlog, 1, __ATOMIC_SEQ_CST);
+	err = ao_strand_submit(&c->strand, &pw->work);
+	if (err < 0) {
+		__atomic_fetch_sub(&c->backlog, 1, __ATOMIC_SEQ_CST);
+		ao_buf_put(pkt);
+		free(pw);
+		ao_conn_put(c);
+		return err;
+	}
+	IO_STAT_ADD(c->ring, packets_in, 1);
+	bp_update(c);
+	return 0;
+}
+
+bool io_conn_rx_wanted(const struct ao_conn *c)
+{
+	return c->state == CONN_OPEN && !c->bp_paused && !c->held;
+}
+
+static enum ao_close_reason err_reason(int err)
+{
+	switch (err) {
+	case -EMSGSIZE:
+		return AO_CLOSE_TOO_LONG;
+	case -EBADMSG:
+		return AO_CLOSE_EMPTY;
+	case -ESHUTDOWN:
+		return AO_CLOSE_SHUTDOWN;
+	default:
+		return AO_CLOSE_NOMEM;
+	}
+}
+
+/* Keep len bytes of buf from off for when buffers are back. */
+static void hold(struct ao_conn *c, struct ao_buf *buf, uint32_t off,
+		 uint32_t len)
+{
+	struct held_rx *h = malloc(sizeof(*h));
+
+	if (!h) {
+		io_conn_close_hard(c, AO_CLOSE_NOMEM);
+		return;
+	}
+	h->next = NULL;
+	h->buf = buf ? ao_buf_ref(buf) : NULL;
+	h->off = off;
+	h->len = len;
+	if (!c->held) {
+		c->ring->nheld++;
+		*c->held_tail = h;
+		c->held_tail = &h->next;
+		c->ring->be->rx_update(c->ring, c);
+		return;
+	}
+	*c->held_tail = h;
+	c->held_tail = &h->next;
+}
+
+static void free_held(struct ao_conn *c)
+{
+	struct held_rx *h = c->held;
+
+	if (!h)
+		return;
+	while (h) {
+		struct held_rx *next = h->next;
+
+		if (h->buf)
+			ao_buf_put(h->buf);
+		free(h);
+		h = next;
+	}
+	c->held = NULL;
+	c->held_tail = &c->held;
+	c->ring->nheld--;
+}
+
+bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
+{
+	size_t used;
+	int err;
+
+	if (c->state >= CONN_CLOSING)
+		return false;
+	IO_STAT_ADD(c->ring, bytes_in, len);
+	c->last_rx_ns = io_now();
+	if (c->held) {
+		hold(c, buf, 0, len);
+		return true;
+	}
+	if (c->framer.hdr_len == 0) {
+		/* Raw: the receive buffer is the packet (no copy). */
+		buf->len = len;
+		ao_buf_ref(buf);
+		err = conn_emit(c, buf);
+		if (err < 0) {
+			io_conn_close_hard(c, err_reason(err));
+			return false;
+		}
+		return true;
+	}
+	err = ao_framer_feed(&c->framer, buf->data, len, &used);
+	if (err == 0)
+		return false;
+	if (err == -ENOBUFS) {
+		IO_STAT_ADD(c->ring, enobufs, 1);
+		hold(c, buf, (uint32_t)used, len - (uint32_t)used);
+		return true;
+	}
+	io_conn_close_hard(c, err_reason(err));
+	return false;
+}
+
+void io_conn_retry_held(struct ao_conn *c)
+{
+	struct held_rx *h;
+
+	while (c->state < CONN_CLOSING && (h = c->held)) {
+		const uint8_t *p = h->buf ? h->buf->data : NULL;
+		size_t used;
+		int err = ao_framer_feed(&c->framer, p ? p + h->off : NULL,
+					 h->len, &used);
+
+		h->off += (uint32_t)used;
+		h->len -= (uint32_t)used;
+		if (err == -ENOBUFS)
+			return;
+		if (err < 0) {
+			io_conn_close_hard(c, err_reason(err));
+			return;
+		}
+		c->held = h->next;
+		if (!c->held) {
+			c->held_tail = &c->held;
+			c->ring->nheld--;
+		}
+		if (h->buf)
+			ao_buf_put(h->buf);
+		free(h);
+		if (!c->held) {
+			c->ring->be->rx_update(c->ring, c);
+			io_conn_check_drained(c);
+		}
+	}
+}
+
+void io_conn_eof(struct ao_conn *c)
+{
+	if (c->state != CONN_OPEN)
+		return;
+	if (c->held || ao_framer_partial(&c->framer)) {
+		io_conn_close_hard(c, AO_CLOSE_TRUNCATED);
+		return;
+	}
+	/* Packets already received still run and their replies go out. */
+	io_conn_close_graceful(c, AO_CLOSE_EOF,
+			       io_now() + c->srv->cfg.drain_timeout_ms *
+						  1000000ull);
+}
+
+void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
+			    uint64_t deadline_ns)
+{
+	if (c->state != CONN_OPEN)
+		return;
+	c->state = CONN_DRAINING;
+	c->reason = why;
+	c->deadline_ns = deadline_ns;
+	/* SEQ_CST: as in bp_update(): the last packet to finish posts a
+	 * MB_RESUME, which checks whether the drain is complete. */
+	__atomic_store_n(&c->rx_paused, 1, __ATOMIC_SEQ_CST);
+	c->ring->be->rx_update(c->ring, c);
+	io_conn_check_drained(c);
+}
+
+void io_conn_check_drained(struct ao_conn *c)
+{
+	if (c->state != CONN_DRAINING)
+		return;
+	if (__atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST) || c->held ||
+	    c->send_busy || io_conn_send_pending(c))
+		return;
+	io_conn_close_hard(c, c->reason);
+}
+
+void io_conn_close_hard(struct ao_conn *c, enum ao_close_reason why)
+{
+	if (c->state >= CONN_CLOSING)
+		return;
+	if (c->state == CONN_OPEN)
+		c->reason = why;
+	c->state = CONN_CLOSING;
+	ao_spin_lock(&c->sq_lock);
+	/* Release: pairs with the acquire load in conn_send(); the re-check
+	 * under sq_lock makes the refusal exact. */
+	__atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
+	ao_spin_unlock(&c->sq_lock);
+	free_held(c);
+	ao_framer_reset(&c->framer);
+	c->ring->be->close(c->ring, c);
+}
+
+static void sendq_flush(struct ao_conn *c)
+{
+	struct sendq_node *n;
+
+	ao_spin_lock(&c->sq_lock);
+	n = c->sq_head;
+	c->sq_head = c->sq_tail = NULL;
+	c->sq_bytes = 0;
+	c->sq_off = 0;
+	ao_spin_unlock(&c->sq_lock);
+	while (n) {
+		struct sendq_node *next = n->next;
+
+		ao_buf_put(n->buf);
+		free(n);
+		n = next;
+	}
+}
+
+void io_conn_finish(struct ao_conn *c)
+{
+	struct io_ring *r = c->ring;
+	int err;
+
+	if (c->state == CONN_CLOSED)
+		return;
+	c->state = CONN_CLOSED;
+	/* Counted before the peer can see the close. */
+	IO_STAT_ADD(r, closes[c->reason], 1);
+	IO_STAT_ADD(r, open, -1);
+	if (c->counted)
+		__atomic_fetch_sub(&r->srv->nconns, 1, __ATOMIC_RELAXED);
+	c->counted = false;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	sendq_flush(c);
+	/* Off the ring's list of live sockets. */
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		r->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+	/* on_close after every packet: the ring's reference goes with it. */
+	ao_work_init(&c->close_work, close_run);
+	err = ao_strand_submit(&c->strand, &c->close_work);
+	if (err < 0)
+		close_run(&c->close_work);
+}
+
+/* ---- creation ---- */
+
+struct ao_conn *io_conn_new(struct io_ring *r, int fd,
+			    const struct sockaddr_in *peer)
+{
+	struct ao_server *srv = r->srv;
+	struct ao_conn *c = aligned_alloc(AO_CACHELINE_SIZE, sizeof(*c));
+	int err;
+
+	if (!c)
+		return NULL;
+	memset(c, 0, sizeof(*c));
+	c->refs = 1; /* the ring's, until on_close has run */
+	ao_spin_init(&c->sq_lock);
+	ao_strand_init(&c->strand, srv->exec);
+	c->srv = srv;
+	c->ring = r;
+	c->fd = fd;
+	c->id = __atomic_add_fetch(&srv->next_id, 1, __ATOMIC_RELAXED);
+	if (peer)
+		c->peer = *peer;
+	c->state = CONN_OPEN;
+	c->held_tail = &c->held;
+	c->last_rx_ns = io_now();
+	err = ao_framer_init(&c->framer, &srv->cfg.framing, conn_alloc,
+			     conn_emit, c);
+	if (err) {
+		free(c);
+		return NULL;
+	}
+	c->next = r->conns;
+	if (r->conns)
+		r->conns->prev = c;
+	r->conns = c;
+	r->nalive++;
+	/* on_open first on the strand, before any packet. */
+	ao_work_init(&c->open_work, open_run);
+	ao_conn_get(c);
+	if (ao_strand_submit(&c->strand, &c->open_work) < 0)
+		open_run(&c->open_work);
+	return c;
+}
+
+/* ---- sending ---- */
+
+static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
+{
+	struct sendq_node *n;
+	uint32_t total;
+	int hl = 0;
+
+	/* Acquire: pairs with the release store in io_conn_close_hard(). */
+	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+		return -ENOTCONN;
+	n = malloc(sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n->next = NULL;
+	n->len = buf->len;
+	if (framed) {
+		hl = ao_framing_header(&c->srv->cfg.framing, n->len, n->hdr);
+		if (hl < 0) {
+			free(n);
+			return hl;
+		}
+	}
+	n->hdr_len = (uint8_t)hl;
+	total = n->len + (uint32_t)hl;
+	if (total == 0) {
+		free(n);
+		return 0;
+	}
+	n->buf = ao_buf_ref(buf);
+	ao_spin_lock(&c->sq_lock);
+	if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED)) {
+		ao_spin_unlock(&c->sq_lock);
+		ao_buf_put(buf);
+		free(n);
+		return -ENOTCONN;
+	}
+	if (c->sq_bytes + total > c->srv->cfg.sendq_max) {
+		ao_spin_unlock(&c->sq_lock);
+		ao_buf_put(buf);
+		free(n);
+		post(c, MB_SLOW);
+		return -ENOBUFS;
+	}
+	if (c->sq_tail)
+		c->sq_tail->next = n;
+	else
+		c->sq_head = n;
+	c->sq_tail = n;
+	c->sq_bytes += total;
+	ao_spin_unlock(&c->sq_lock);
+	post(c, MB_SEND);
+	return 0;
+}
+
+int ao_conn_send(struct ao_conn *c, struct ao_buf *buf)
+{
+	if (!c || !buf)
+		return -EINVAL;
+	return conn_send(c, buf, false);
+}
+
+int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf)
+{
+	if (!c || !buf)
+		return -EINVAL;
+	return conn_send(c, buf, true);
+}
+
+uint32_t io_conn_fill_iov(struct ao_conn *c)
+{
+	uint32_t n = 0, skip;
+	struct sendq_node *q;
+
+	ao_spin_lock(&c->sq_lock);
+	skip = c->sq_off;
+	for (q = c->sq_head; q && n < IO_SEND_IOV; q = q->next) {
+		if (skip < q->hdr_len) {
+			c->iov[n].iov_base = q->hdr + skip;
+			c->iov[n].iov_len = q->hdr_len - skip;
+			n++;
+			skip = 0;
+		} else {
+			skip -= q->hdr_len;
+		}
+		if (n == IO_SEND_IOV)
+			break;
+		if (skip < q->len) {
+			c->iov[n].iov_base = (uint8_t *)q->buf->data + skip;
+			c->iov[n].iov_len = q->len - skip;
+			n++;
+		}
+		skip = 0;
+	}
+	ao_spin_unlock(&c->sq_lock);
+	c->iov_n = n;
+	return n;
+}
+
+void io_conn_sent(struct ao_conn *c, size_t n)
+{
+	struct sendq_node *done = NULL, **tail = &done;
+	uint64_t pkts = 0, bytes = n;
+
+	ao_spin_lock(&c->sq_lock);
+	while (c->sq_head) {
+		struct sendq_node *q = c->sq_head;
+		uint32_t total = q->hdr_len + q->len;
+		uint32_t rem = total - c->sq_off;
+
+		if (n < rem) {
+			c->sq_off += (uint32_t)n;
+			break;
+		}
+		n -= rem;
+		c->sq_off = 0;
+		c->sq_bytes -= total;
+		c->sq_head = q->next;
+		if (!c->sq_head)
+			c->sq_tail = NULL;
+		q->next = NULL;
+		*tail = q;
+		tail = &q->next;
+		pkts++;
+	}
+	ao_spin_unlock(&c->sq_lock);
+	IO_STAT_ADD(c->ring, bytes_out, bytes);
+	IO_STAT_ADD(c->ring, packets_out, pkts);
+	while (done) {
+		struct sendq_node *next = done->next;
+
+		ao_buf_put(done->buf);
+		free(done);
+		done = next;
+	}
+}
+
+bool io_conn_send_pending(struct ao_conn *c)
+{
+	bool pending;
+
+	ao_spin_lock(&c->sq_lock);
+	pending = c->sq_head != NULL;
+	ao_spin_unlock(&c->sq_lock);
+	return pending;
+}
+
+/* ---- the rest of the public API ---- */
+
+int ao_conn_close(struct ao_conn *c)
+{
+	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+		return -ENOTCONN;
+	post(c, MB_CLOSE);
+	return 0;
+}
+
+bool ao_conn_is_open(const struct ao_conn *c)
+{
+	return !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE);
+}
+
+uint64_t ao_conn_id(const struct ao_conn *c)
+{
+	return c->id;
+}
+
+struct ao_server *ao_conn_server(const struct ao_conn *c)
+{
+	return c->srv;
+}
+
+unsigned int ao_conn_ring(const struct ao_conn *c)
+{
+	return c->ring->index;
+}
+
+void ao_conn_peer(const struct ao_conn *c, struct sockaddr_in *sa)
+{
+	*sa = c->peer;
+}
+
+size_t ao_conn_send_queued(struct ao_conn *c)
+{
+	size_t n;
+
+	ao_spin_lock(&c->sq_lock);
+	n = c->sq_bytes;
+	ao_spin_unlock(&c->sq_lock);
+	return n;
+}
+
+void *ao_conn_user(const struct ao_conn *c)
+{
+	return READ_ONCE(c->user);
+}
+
+void ao_conn_set_user(struct ao_conn *c, void *user)
+{
+	WRITE_ONCE(c->user, user);
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Connections: reference-counted handles to one client session.
+ *
+ * A handler is given a borrowed struct ao_conn *, valid for the call.  To
+ * keep it longer (to send from another thread later, say), take a
+ * reference with ao_conn_get() and drop it with ao_conn_put().  A held
+ * connection stays valid memory after it closed: sends on it return
+ * -ENOTCONN.  Every reference must be put before ao_server_destroy().
+ *
+ * All of a connection's handlers (on_open, on_packet, on_close) run on its
+ * strand: in order, one at a time, on the executor's workers.
+ */
+#ifndef AORTA_IO_CONN_H
+#define AORTA_IO_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <aorta/compiler.h>
+
+struct ao_buf;
+struct ao_conn;
+struct ao_server;
+
+/* Why a connection closed (counted per ring in struct ao_io_stats). */
+enum ao_close_reason {
+	AO_CLOSE_EOF = 0, /* the peer closed its side (FIN) */
+	AO_CLOSE_RESET, /* reset by the peer, or a socket error */
+	AO_CLOSE_TRUNCATED, /* the peer closed inside a packet */
+	AO_CLOSE_TOO_LONG, /* a length prefix over max_packet */
+	AO_CLOSE_EMPTY, /* a zero length prefix (not allowed) */
+	AO_CLOSE_PROTOCOL, /* on_packet returned an error */
+	AO_CLOSE_SLOW, /* the send queue passed its bound (slow consumer) */
+	AO_CLOSE_IDLE, /* nothing received for idle_timeout_ms */
+	AO_CLOSE_LOCAL, /* ao_conn_close() */
+	AO_CLOSE_SHUTDOWN, /* ao_server_stop() */
+	AO_CLOSE_NOMEM, /* out of memory */
+	AO_CLOSE_NR
+};
+
+/* A short name for a close reason ("eof", "slow consumer", ...). */
+AO_API const char *ao_close_reason_name(enum ao_close_reason why);
+
+/* Take a reference; returns c. */
+AO_API struct ao_conn *ao_conn_get(struct ao_conn *c);
+/* Drop a reference taken with ao_conn_get(). */
+AO_API void ao_conn_put(struct ao_conn *c);
+
+/*
+ * Queue buf's bytes (buf->len of them, as they are now) for sending, from
+ * any thread.  The connection takes its own reference on buf and drops it
+ * when the send completes, so one buffer may go to many connections; do not
+ * change its bytes until then.  Returns 0, -ENOTCONN once the connection is
+ * closing, -ENOBUFS if this send would pass the send-queue bound (the
+ * connection is then closed as a slow consumer), or -ENOMEM.
+ */
+AO_API int ao_conn_send(struct ao_conn *c, struct ao_buf *buf);
+/* Same, as one packet: the server's length prefix goes first. */
+AO_API int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf);
+/* Close after queued sends are flushed (reason AO_CLOSE_LOCAL); from any
+ * thread.  0, or -ENOTCONN if it is already closing. */
+AO_API int ao_conn_close(struct ao_conn *c);
+/* True until the connection starts closing (a snapshot). */
+AO_API bool ao_conn_is_open(const struct ao_conn *c);
+
+/* A number unique to this connection within its server (1, 2, ...). */
+AO_API uint64_t ao_conn_id(const struct ao_conn *c);
+/* The server the connection belongs to. */
+AO_API struct ao_server *ao_conn_server(const struct ao_conn *c);
+/* Index of the ring that owns the connection. */
+AO_API unsigned int ao_conn_ring(const struct ao_conn *c);
+/* The peer's address. */
+AO_API void ao_conn_peer(const struct ao_conn *c, struct sockaddr_in *sa);
+/* Bytes queued for sending and not yet sent (a snapshot). */
+AO_API size_t ao_conn_send_queued(struct ao_conn *c);
+/* The caller's pointer for this connection (NULL until set). */
+AO_API void *ao_conn_user(const struct ao_conn *c);
+/* Set the caller's pointer (typically in on_open). */
+AO_API void ao_conn_set_user(struct ao_conn *c, void *user);
+
+#endif /* AORTA_IO_CONN_H */

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The server: TCP listeners on one or more ring threads, turning byte
+ * streams into packets for handlers that run on an executor.
+ *
+ *	struct ao_server_config cfg = AO_SERVER_CONFIG_INIT;
+ *	cfg.framing.kind = AO_FRAME_LEN16;
+ *	cfg.handlers.on_packet = echo;		(ao_conn_send_packet(c, pkt))
+ *	struct ao_server *srv;
+ *	ao_server_create(&cfg, &srv);
+ *	ao_server_start(srv);			ao_server_port(srv)
+ *	...
+ *	ao_server_stop(srv);			drain, close, join
+ *	ao_server_destroy(srv);
+ *
+ * Backends: io_uring (multishot accept, multishot recv on a provided-buffer
+ * ring fed from the buffer pool) or epoll, chosen at start: the config's
+ * backend, else AO_IO_BACKEND=uring|epoll from the environment, else
+ * io_uring when the kernel allows it.  See io/server.c for the design.
+ */
+#ifndef AORTA_IO_SERVER_H
+#define AORTA_IO_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <aorta/compiler.h>
+#include <aorta/io/conn.h>
+#include <aorta/io/framer.h>
+
+struct ao_buf;
+struct ao_bufpool;
+struct ao_exec;
+struct ao_server;
+
+enum ao_io_backend {
+	AO_IO_AUTO = 0, /* environment, else io_uring if usable, else epoll */
+	AO_IO_URING = 1, /* io_uring (fails to start without it) */
+	AO_IO_EPOLL = 2, /* epoll */
+};
+
+/* Handlers; each runs on the connection's strand.  arg is handlers.arg. */
+struct ao_server_handlers {
+	/* A connection was accepted (before any of its packets). */
+	void (*on_open)(struct ao_conn *c, void *arg);
+	/* One packet, payload only (pkt->data, pkt->len).  pkt is lent for
+	 * the call: ao_buf_ref() it to keep it, or send it (a send takes its
+	 * own reference).  A negative return closes the connection with
+	 * AO_CLOSE_PROTOCOL (after the packets already queued). */
+	int (*on_packet)(struct ao_conn *c, struct ao_buf *pkt, void *arg);
+	/* The connection closed; the last handler it gets. */
+	void (*on_close)(struct ao_conn *c, enum ao_close_reason why,
+			 void *arg);
+	void *arg;
+};
+
+/* Flags for struct ao_server_config. */
+#define AO_SERVER_QUIET 0x1u /* do not log the backend to stderr */
+
+struct ao_server_config {
+	const char *address; /* IPv4 address to bind; NULL: "127.0.0.1" */
+	uint16_t port; /* 0: ephemeral (see ao_server_port()) */
+	int backlog; /* listen() backlog; 0: 512 */
+	unsigned int rings; /* ring threads (SO_REUSEPORT if > 1); 0: 1 */
+	enum ao_io_backend backend; /* AO_IO_AUTO: see above */
+	struct ao_exec *exec; /* runs the handlers; NULL: the server makes
+			       * one with ao_cpu_count() workers */
+	struct ao_bufpool *pool; /* NULL: the server makes one; buffers must
+				  * hold max_packet bytes */
+	uint32_t pool_buffers; /* buffers in the pool it makes; 0: 4096 */
+	struct ao_framing framing; /* default: raw */
+	uint32_t max_conns; /* open at once; 0: 10000 (beyond: closed) */
+	uint32_t idle_timeout_ms; /* close after this long silent; 0: never */
+	uint32_t session_backlog; /* packets waiting for a session's strand
+				   * before its recv pauses; 0: 256 */
+	size_t sendq_max; /* bytes queued per connection; 0: 4 MiB */
+	uint32_t drain_timeout_ms; /* ao_server_stop()'s bound; 0: 5000 */
+	uint32_t ring_entries; /* submission queue size; 0: 512 */
+	uint32_t ring_buffers; /* provided buffers per ring (power of two
+				* <= 32768); 0: 256 */
+	int sock_rcvbuf; /* SO_RCVBUF of accepted sockets; 0: system's */
+	int sock_sndbuf; /* SO_SNDBUF of accepted sockets; 0: system's */
+	unsigned int flags; /* AO_SERVER_* */
+	struct ao_server_handlers handlers;
+};
+
+#define AO_SERVER_CONFIG_INIT   \
+	{                       \
+		.address = NULL \
+	}
+
+/* Counters of one ring (or the sum over rings). */
+struct ao_io_stats {
+	uint64_t accepted; /* connections accepted and opened */
+	uint64_t rejected; /* accepted and closed at once (max_conns,
+			    * EMFILE, stopping) */
+	uint64_t open; /* open now */
+	uint64_t packets_in; /* packets handed to handlers */
+	uint64_t bytes_in; /* bytes received */
+	uint64_t packets_out; /* buffers fully sent */
+	uint64_t bytes_out; /* bytes sent (prefixes included) */
+	uint64_t closes[AO_CLOSE_NR]; /* connections closed, by reason */
+	uint64_t pauses; /* backpressure: recv paused for a full backlog */
+	uint64_t enobufs; /* receives that found no buffer (refilled) */
+	uint64_t accept_errors; /* accept failures (EMFILE, ...) */
+};
+
+/* Create a server (not started); 0, -EINVAL for a bad config, -ENOMEM,
+ * or the error from creating its executor or pool. */
+AO_API int ao_server_create(const struct ao_server_config *cfg,
+			    struct ao_server **out);
+/* Bind, listen and start the ring threads.  0; -EADDRINUSE etc. from the
+ * socket calls; -EOPNOTSUPP if io_uring was forced and is unusable. */
+AO_API int ao_server_start(struct ao_server *srv);
+/* Stop accepting, let received packets finish and replies flush (up to
+ * drain_timeout_ms), close every connection, join the rings.  Returns 0,
+ * or -ETIMEDOUT if something was still running when time ran out. */
+AO_API int ao_server_stop(struct ao_server *srv);
+/* Stop if running, then free; 0, or -EBUSY (with a report on stderr) if
+ * connection references or buffers are still out: nothing is freed. */
+AO_API int ao_server_destroy(struct ao_server *srv);
+
+/* The port it listens on (the ephemeral one once started). */
+AO_API uint16_t ao_server_port(const struct ao_server *srv);
+/* The backend in use (AO_IO_AUTO before start). */
+AO_API enum ao_io_backend ao_server_backend(const struct ao_server *srv);
+/* "io_uring", "epoll" or "auto". */
+AO_API const char *ao_io_backend_name(enum ao_io_backend b);
+/* io_uring setup flags in use (0 on epoll). */
+AO_API unsigned int ao_server_ring_flags(const struct ao_server *srv);
+/* Ring threads. */
+AO_API unsigned int ao_server_rings(const struct ao_server *srv);
+/* The pool and the executor in use. */
+AO_API struct ao_bufpool *ao_server_pool(const struct ao_server *srv);
+AO_API struct ao_exec *ao_server_exec(const struct ao_server *srv);
+/* The framing in effect (defaults resolved). */
+AO_API const struct ao_framing *ao_server_framing(const struct ao_server *srv);
+/* Counters of ring i, or their sum for i < 0; -EINVAL if i is too big. */
+AO_API int ao_server_stats(const struct ao_server *srv, int ring,
+			   struct ao_io_stats *st);
+
+#endif /* AORTA_IO_SERVER_H */

@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to io/: the server, its rings, connections, and the interface
+ * between the common ring logic (server.c, conn.c) and a backend
+ * (uring.c, epoll.c).  See io/server.c for the design.
+ */
+#ifndef AORTA_IO_PRIV_H
+#define AORTA_IO_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <aorta/compiler.h>
+#include <aorta/core/bufpool.h>
+#include <aorta/core/exec.h>
+#include <aorta/core/strand.h>
+#include <aorta/core/work.h>
+#include <aorta/io/conn.h>
+#include <aorta/io/framer.h>
+#include <aorta/io/server.h>
+#include <aorta/sync/spinlock.h>
+
+#define IO_SEND_IOV 16 /* buffers one send submission gathers */
+#define IO_RX_BURST 16 /* epoll: reads per readiness before moving on */
+#define IO_EMFILE_BACKOFF_NS 10000000ull /* accept retry after EMFILE */
+#define IO_STARVED_POLL_NS 1000000ull /* retry starved work this often */
+#define IO_STOP_GRACE_NS 2000000000ull /* after the drain, for on_close */
+
+/* Mailbox bits (conn->mb_flags): what other threads ask the ring to do. */
+#define MB_QUEUED 0x01u /* on the ring's mailbox stack */
+#define MB_SEND 0x02u /* the send queue has new buffers */
+#define MB_RESUME 0x04u /* the backlog went down: maybe resume recv */
+#define MB_CLOSE 0x08u /* ao_conn_close(): graceful close */
+#define MB_SLOW 0x10u /* send queue over its bound: close */
+#define MB_PROTO 0x20u /* on_packet failed: close */
+#define MB_FREE 0x40u /* last reference gone: free on the ring */
+
+/* Connection states, ring thread only. */
+enum conn_state {
+	CONN_OPEN, /* receiving and sending */
+	CONN_DRAINING, /* no more recv; close once backlog and sends drain */
+	CONN_CLOSING, /* socket shut; waiting for the backend's ops */
+	CONN_CLOSED, /* fd closed, on_close queued or run */
+};
+
+struct sendq_node {
+	struct sendq_node *next;
+	struct ao_buf *buf; /* one reference, dropped when sent */
+	uint32_t len; /* payload bytes (buf->len when queued) */
+	uint8_t hdr_len; /* prefix bytes before the payload */
+	uint8_t hdr[4];
+};
+
+/* Receive bytes kept back while the pool is empty (ring thread only). */
+struct held_rx {
+	struct held_rx *next;
+	struct ao_buf *buf; /* one reference */
+	uint32_t off, len;
+};
+
+struct io_ring;
+
+struct ao_conn {
+	/* Shared between threads. */
+	uint32_t refs; /* atomic */
+	uint32_t closed; /* atomic: nonzero once sends are refused */
+	uint32_t mb_flags; /* atomic: MB_* */
+	struct ao_conn *mb_next; /* mailbox link (while MB_QUEUED) */
+	uint32_t backlog; /* atomic: packets queued on the strand */
+	uint32_t rx_paused; /* atomic: the ring wants a MB_RESUME */
+	struct ao_spinlock sq_lock; /* guards sq_* */
+	struct sendq_node *sq_head, *sq_tail;
+	size_t sq_bytes; /* queued bytes, prefixes included */
+	struct ao_strand strand; /* runs every handler of this conn */
+	struct ao_work open_work, close_work;
+	enum ao_close_reason reason; /* set before close_work is queued */
+	void *user;
+	uint64_t id;
+	struct io_ring *ring;
+	struct ao_server *srv;
+	struct sockaddr_in peer;
+
+	/* Ring thread only. */
+	int fd;
+	enum conn_state state;
+	bool bp_paused; /* backpressure: backlog reached its bound */
+	bool rx_nobufs; /* no receive buffer: re-arm after a refill */
+	bool counted; /* in srv->nconns */
+	struct held_rx *held, **held_tail; /* input waiting for buffers */
+	struct ao_framer framer;
+	struct ao_conn *next, *prev; /* the ring's list of live sockets */
+	struct ao_conn *reap_next; /* the ring's list of conns to free */
+	uint64_t last_rx_ns;
+	uint64_t deadline_ns; /* DRAINING: close by then */
+	uint32_t sq_off; /* bytes of the head node already sent */
+	/* Backend state. */
+	bool recv_armed; /* uring: multishot recv outstanding */
+	bool recv_cancelled; /* uring: a cancel for it was submitted */
+	bool send_busy; /* uring: a sendmsg outstanding */
+	bool ep_out; /* epoll: EPOLLOUT in the interest set */
+	bool ep_in; /* epoll: EPOLLIN in the interest set */
+	int ops; /* uring: submissions whose last CQE is still due */
+	uint32_t iov_n; /* entries in iov being sent */
+	struct msghdr msg;
+	struct iovec iov[IO_SEND_IOV];
+} __ao_cacheline_aligned;
+
+struct io_backend;
+
+struct io_ring {
+	struct ao_server *srv;
+	unsigned int index;
+	const struct io_backend *be;
+	void *be_priv; /* the backend's per-ring state */
+	pthread_t thread;
+	int lfd; /* listening socket */
+	int efd; /* eventfd: other threads wake the ring */
+	int spare_fd; /* /dev/null, given up to accept on EMFILE */
+	uint32_t ready; /* atomic: 1 set up, -errno failed */
+	/* Mailbox: a stack of conns other threads pushed (MB_QUEUED). */
+	struct ao_conn *mb_head; /* atomic */
+	uint32_t sleeping; /* atomic: the ring may block: wake it */
+	/* Ring thread only. */
+	struct ao_conn *conns; /* live sockets */
+	struct ao_conn *reap; /* refs gone; freed once the strand is idle */
+	uint32_t nalive; /* conns allocated on this ring and not freed */
+	uint32_t nheld; /* conns with held input */
+	uint32_t nnobufs; /* conns with rx_nobufs */
+	bool accepting;
+	bool stop_seen;
+	uint64_t accept_retry_ns; /* EMFILE backoff: re-arm at */
+	uint64_t next_scan_ns;
+	uint64_t stop_deadline_ns;
+	struct ao_io_stats st; /* written by the ring, read racily */
+} __ao_cacheline_aligned;
+
+/* What a backend provides; every call is on the ring's own thread. */
+struct io_backend {
+	const char *name;
+	enum ao_io_backend kind;
+	/* Set up the ring (on its thread); 0 or -errno. */
+	int (*init)(struct io_ring *r);
+	/* Tear down: every buffer it holds goes back to the pool. */
+	void (*fini)(struct io_ring *r);
+	/* Wait up to timeout_ns (< 0: no bound) and handle what happened. */
+	void (*wait)(struct io_ring *r, int64_t timeout_ns);
+	/* Start (or stop) accepting. */
+	void (*accept_start)(struct io_ring *r);
+	void (*accept_stop)(struct io_ring *r);
+	/* A new connection: start receiving. */
+	void (*conn_open)(struct io_ring *r, struct ao_conn *c);
+	/* Receive wanted or not changed (conn_rx_wanted()). */
+	void (*rx_update)(struct io_ring *r, struct ao_conn *c);
+	/* The send queue has something: send it unless a send is going. */
+	void (*send_kick)(struct io_ring *r, struct ao_conn *c);
+	/* Hard close: stop everything; call io_conn_finish() when no
+	 * operation on the socket is left. */
+	void (*close)(struct io_ring *r, struct ao_conn *c);
+	/* Buffers may be back in the pool: refill what was short. */
+	void (*refill)(struct io_ring *r);
+};
+
+extern const struct io_backend io_epoll_backend;
+#if AO_CONFIG_URING
+extern const struct io_backend io_uring_backend;
+/* Can this kernel run the io_uring backend?  0, or -errno why not. */
+int io_ur_probe(void);
+#endif
+
+struct ao_server {
+	struct ao_server_config cfg; /* defaults resolved */
+	struct ao_exec *exec;
+	struct ao_bufpool *pool;
+	bool own_exec, own_pool;
+	const struct io_backend *be;
+	enum ao_io_backend backend;
+	unsigned int ring_flags; /* uring setup flags in use */
+	uint16_t port;
+	bool started;
+	uint32_t stopping; /* atomic */
+	uint32_t nconns; /* atomic: open connections, every ring */
+	uint64_t next_id; /* atomic */
+	uint32_t low_water; /* resume recv at this backlog */
+	struct io_ring *rings;
+};
+
+/* The ring whose thread is calling, or NULL. */
+struct io_ring *io_current_ring(void);
+
+/* Relaxed counter update by the ring thread (racy readers). */
+#define IO_STAT_ADD(r, field, n)                                             \
+	__atomic_store_n(&(r)->st.field,                                     \
+			 __atomic_load_n(&(r)->st.field, __ATOMIC_RELAXED) + \
+				 (n),                                        \
+			 __ATOMIC_RELAXED)
+
+/* conn.c: connection objects and the paths shared by the backends. */
+struct ao_conn *io_conn_new(struct io_ring *r, int fd,
+			    const struct sockaddr_in *peer);
+/* Input from the socket: frame it and queue the packets.  Returns true if
+ * the connection kept a reference on buf (the caller must not reuse it). */
+bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len);
+/* The peer closed (recv returned 0). */
+void io_conn_eof(struct ao_conn *c);
+/* Should the backend receive on c now? */
+bool io_conn_rx_wanted(const struct ao_conn *c);
+/* Close now with a reason (no flush); idempotent. */
+void io_conn_close_hard(struct ao_conn *c, enum ao_close_reason why);
+/* Close once the backlog and the send queue are empty, or by deadline. */
+void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
+			    uint64_t deadline_ns);
+/* Backend: no operation on the socket is left; close it, queue on_close. */
+void io_conn_finish(struct ao_conn *c);
+/* Fill c->iov from the send queue; returns the number of entries. */
+uint32_t io_conn_fill_iov(struct ao_conn *c);
+/* n bytes of the send queue went out: drop what is done. */
+void io_conn_sent(struct ao_conn *c, size_t n);
+/* Is anything queued for sending? */
+bool io_conn_send_pending(struct ao_conn *c);
+/* Retry input held back for lack of buffers. */
+void io_conn_retry_held(struct ao_conn *c);
+/* Check whether a DRAINING conn is done. */
+void io_conn_check_drained(struct ao_conn *c);
+/* The ring's side of the mailbox: handle every posted conn. */
+void io_ring_drain_mailbox(struct io_ring *r);
+/* Free conns whose last reference went and whose strand is idle. */
+void io_ring_reap(struct io_ring *r);
+/* Free a conn outright (its strand idle, no references). */
+void io_conn_free(struct ao_conn *c);
+
+/* server.c: accepting, shared by the backends. */
+void io_ring_accepted(struct io_ring *r, int fd);
+/* accept() failed with err; returns true to retry at once. */
+bool io_ring_accept_error(struct io_ring *r, int err);
+/* Wake the ring thread (from any thread). */
+void io_ring_wake(struct io_ring *r);
+/* The eventfd's counter was read: nothing more to do than look around. */
+uint64_t io_now(void);
+
+#endif /* AORTA_IO_PRIV_H */

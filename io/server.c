@@ -1,0 +1,759 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The io layer: TCP in, packets to strands, replies out.
+ *
+ * Threads.  Each ring is one thread that owns one listening socket (with
+ * SO_REUSEPORT when there are several rings), one io_uring or epoll
+ * instance, and every connection it accepted.  Only that thread touches the
+ * sockets, the ring, the framers and the connection lists, so none of it is
+ * locked.  Handlers run on the executor's workers; each connection has a
+ * strand, so on_open, its packets and on_close run in order and one at a
+ * time while sessions run in parallel.
+ *
+ * The io_uring path (io/uring.c).  The ring is created on its own thread
+ * with SINGLE_ISSUER|DEFER_TASKRUN, else SINGLE_ISSUER|COOP_TASKRUN, else
+ * COOP_TASKRUN, else nothing (each tried at run time; EINVAL means the
+ * kernel lacks it).  A multishot accept takes connections, re-armed when a
+ * CQE comes without IORING_CQE_F_MORE.  Each connection has one multishot
+ * recv selecting from the ring's provided-buffer ring, whose entries are
+ * buffers from the buffer pool; slot bid holds the buffer lent to the
+ * kernel under that id (bids are 16 bits, pool indices are not).  liburing
+ * 2.3 has no io_uring_setup_buf_ring(), so the ring is mmap()ed and
+ * registered here, and its io_uring_buf_ring_cq_advance() bumps the tail
+ * with a plain store: we publish with io_uring_buf_ring_advance() (a store
+ * release) and advance the CQ separately.  ENOBUFS (the buffer ring ran
+ * dry) ends the multishot: it is counted, the ring is refilled from the
+ * pool and the recv re-armed; while the pool itself is empty the recv
+ * stays down and the ring retries every millisecond.  Never fatal.
+ *
+ * The epoll path (io/epoll.c) is the same design with readiness: level-
+ * triggered EPOLLIN, read() into a pool buffer, writev() for the send
+ * queue with EPOLLOUT while the socket is full.  It runs where io_uring
+ * cannot be set up (ENOSYS, EPERM under seccomp, io_uring_disabled, a
+ * kernel without multishot recv), or when forced by the config or by
+ * AO_IO_BACKEND=epoll.  The server logs which backend it runs.
+ *
+ * Buffer lifecycle.  A receive lands in a pool buffer.  With raw framing
+ * that buffer is the packet (no copy): the handler gets it, sends may take
+ * more references, and the last ao_buf_put() returns it to the pool; the
+ * ring refills the provided-buffer slot with a fresh buffer.  With a length
+ * prefix the framer copies each payload into its own pool buffer (so a
+ * packet split over receives is stitched into one buffer, and a packet
+ * never pins the receive buffer it came in), and the receive buffer goes
+ * straight back to the kernel.  A send takes a reference on the buffer and
+ * drops it when the bytes are on the wire, so a broadcast shares one
+ * buffer.  If the pool is empty mid-stream, the unframed rest of the
+ * receive is held (with a reference) and recv stops for that connection
+ * until buffers come back.  At stop every buffer returns: the pool's
+ * in-use count is back to zero once the handlers have put theirs.
+ *
+ * Zero-length packets: with a length prefix, a length of zero is an error
+ * (closed as AO_CLOSE_EMPTY) unless the framing has AO_FRAME_ALLOW_EMPTY,
+ * in which case it is an empty packet handed to on_packet (a keep-alive).
+ *
+ * Backpressure.  conn->backlog counts packets given to the strand and not
+ * yet handled.  When it reaches session_backlog the ring stops receiving
+ * on that connection (cancels the multishot recv, or drops EPOLLIN), so
+ * the socket's receive buffer fills and TCP flow control stops the sender.
+ * Bytes already received are still framed and queued: the bound is soft by
+ * at most one receive, and nothing accepted is dropped.  The worker that
+ * brings the backlog down to half the bound posts MB_RESUME.  Lost wake-up
+ * guard: the ring stores rx_paused then re-reads backlog, the worker
+ * decrements backlog then reads rx_paused, all SEQ_CST (Dekker).
+ *
+ * Cross-thread requests (the mailbox).  ao_conn_send() appends to the
+ * connection's send queue (a list under its sync/ spinlock, bounded in
+ * bytes) and posts MB_SEND: it sets the bit in conn->mb_flags and, if the
+ * connection was not already queued, pushes it on the ring's lock-free
+ * stack.  The ring is woken through an eventfd (a read SQE on io_uring, an
+ * epoll entry otherwise), and only when the stack was empty and the ring
+ * says it may sleep, so a burst of sends costs one write().  MSG_RING is not
+ * used: the senders are workers, which have no ring of their own.  Close,
+ * slow consumer, protocol error, resume and free use the same path.
+ *
+ * Sending.  One sendmsg/writev at a time per socket, gathering up to 16
+ * queued buffers (and their prefixes, which live in the queue node).  A
+ * short send continues from where it stopped; nothing is dropped.  When a
+ * send would take the queue past sendq_max bytes the send fails with
+ * -ENOBUFS and the connection is closed as a slow consumer.  Accepted
+ * sockets get TCP_NODELAY.
+ *
+ * Connection lifetime.  A conn is reference counted: the ring holds one
+ * from accept until on_close has run, each queued packet and mailbox entry
+ * holds one, users may take more.  Closing is in three steps: DRAINING
+ * (graceful: no more recv; waits for the backlog and the send queue to
+ * empty, or its deadline), CLOSING (sends refused with -ENOTCONN, queue
+ * dropped, socket shut down, waiting for the backend's operations to
+ * complete), CLOSED (fd closed, on_close queued on the strand after every
+ * packet).  The last put hands the conn to its ring, which frees it once
+ * ao_strand_destroy() says the strand is idle (the put may come from the
+ * strand's own last item).  So a handle kept past close is never freed
+ * under its holder, and sending on it fails cleanly.
+ *
+ * Limits.  Beyond max_conns a connection is accepted and closed at once
+ * (counted as rejected).  On EMFILE/ENFILE the ring gives up a spare
+ * descriptor to accept and close what is pending, then re-arms after a
+ * 10 ms pause: never a loop spinning on EMFILE.  idle_timeout_ms closes
+ * connections that sent nothing for that long.
+ *
+ * Stop.  ao_server_stop() flags the rings.  Each stops accepting, puts
+ * every connection in DRAINING with reason AO_CLOSE_SHUTDOWN and the drain
+ * deadline, and exits once every conn it made has been freed (the handlers
+ * have run, the buffers are back), or a grace period after the deadline.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/tcp.h>
+#include <sys/eventfd.h>
+#include <aorta/core/cpu.h>
+#include <aorta/sync/futex.h>
+#include "io_priv.h"
+
+#define DEFAULT_BACKLOG 512
+#define DEFAULT_POOL_BUFFERS 4096u
+#define DEFAULT_MAX_CONNS 10000u
+#define DEFAULT_SESSION_BACKLOG 256u
+#define DEFAULT_SENDQ_MAX (4u << 20)
+#define DEFAULT_DRAIN_MS 5000u
+#define DEFAULT_RING_ENTRIES 512u
+#define DEFAULT_RING_BUFFERS 256u
+#define MAX_RINGS 64u
+
+static __thread struct io_ring *tls_ring;
+
+struct io_ring *io_current_ring(void)
+{
+	return tls_ring;
+}
+
+uint64_t io_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void io_ring_wake(struct io_ring *r)
+{
+	uint64_t one = 1;
+
+	/* EAGAIN means the counter is huge: the ring is surely awake. */
+	if (write(r->efd, &one, sizeof(one)) < 0)
+		return;
+}
+
+const char *ao_io_backend_name(enum ao_io_backend b)
+{
+	switch (b) {
+	case AO_IO_URING:
+		return "io_uring";
+	case AO_IO_EPOLL:
+		return "epoll";
+	default:
+		return "auto";
+	}
+}
+
+/* ---- configuration ---- */
+
+static int resolve_config(struct ao_server_config *c)
+{
+	int err = ao_framing_resolve(&c->framing);
+
+	if (err)
+		return err;
+	if (!c->address)
+		c->address = "127.0.0.1";
+	if (c->backlog <= 0)
+		c->backlog = DEFAULT_BACKLOG;
+	if (!c->rings)
+		c->rings = 1;
+	if (c->rings > MAX_RINGS)
+		return -EINVAL;
+	if (c->backend != AO_IO_AUTO && c->backend != AO_IO_URING &&
+	    c->backend != AO_IO_EPOLL)
+		return -EINVAL;
+	if (!c->pool_buffers)
+		c->pool_buffers = DEFAULT_POOL_BUFFERS;
+	if (!c->max_conns)
+		c->max_conns = DEFAULT_MAX_CONNS;
+	if (!c->session_backlog)
+		c->session_backlog = DEFAULT_SESSION_BACKLOG;
+	if (!c->sendq_max)
+		c->sendq_max = DEFAULT_SENDQ_MAX;
+	if (!c->drain_timeout_ms)
+		c->drain_timeout_ms = DEFAULT_DRAIN_MS;
+	if (!c->ring_entries)
+		c->ring_entries = DEFAULT_RING_ENTRIES;
+	if (!c->ring_buffers)
+		c->ring_buffers = DEFAULT_RING_BUFFERS;
+	if (c->ring_buffers > 32768 ||
+	    (c->ring_buffers & (c->ring_buffers - 1)))
+		return -EINVAL;
+	if (c->flags & ~AO_SERVER_QUIET)
+		return -EINVAL;
+	return 0;
+}
+
+int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
+{
+	struct ao_server *srv;
+	struct in_addr a;
+	int err;
+
+	if (!cfg || !out)
+		return -EINVAL;
+	srv = calloc(1, sizeof(*srv));
+	if (!srv)
+		return -ENOMEM;
+	srv->cfg = *cfg;
+	err = resolve_config(&srv->cfg);
+	if (err)
+		goto fail;
+	if (inet_pton(AF_INET, srv->cfg.address, &a) != 1) {
+		err = -EINVAL;
+		goto fail;
+	}
+	srv->low_water = srv->cfg.session_backlog / 2;
+	srv->exec = cfg->exec;
+	if (!srv->exec) {
+		struct ao_exec_config ec = AO_EXEC_CONFIG_INIT;
+
+		ec.name = "ao-io-w";
+		err = ao_exec_create(&ec, &srv->exec);
+		if (err)
+			goto fail;
+		srv->own_exec = true;
+	}
+	srv->pool = cfg->pool;
+	if (!srv->pool) {
+		struct ao_bufpool_params p = {
+			.buf_size = srv->cfg.framing.max_packet < 2048 ?
+					    2048 :
+					    srv->cfg.framing.max_packet,
+			.count = srv->cfg.pool_buffers,
+		};
+
+		err = ao_bufpool_create(&srv->pool, &p);
+		if (err)
+			goto fail;
+		srv->own_pool = true;
+	} else {
+		struct ao_bufpool_info info;
+
+		ao_bufpool_info(srv->pool, &info);
+		if (info.buf_size < srv->cfg.framing.max_packet) {
+			err = -EINVAL;
+			goto fail;
+		}
+	}
+	/* struct io_ring is cache-line aligned: calloc() would not do. */
+	srv->rings = aligned_alloc(AO_CACHELINE_SIZE,
+				   srv->cfg.rings * sizeof(*srv->rings));
+	if (!srv->rings) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	memset(srv->rings, 0, srv->cfg.rings * sizeof(*srv->rings));
+	for (unsigned int i = 0; i < srv->cfg.rings; i++) {
+		struct io_ring *r = &srv->rings[i];
+
+		r->srv = srv;
+		r->index = i;
+		r->lfd = r->efd = r->spare_fd = -1;
+	}
+	*out = srv;
+	return 0;
+fail:
+	if (srv->own_pool)
+		ao_bufpool_destroy(srv->pool);
+	if (srv->own_exec)
+		ao_exec_destroy(srv->exec);
+	free(srv);
+	return err;
+}
+
+/* ---- accepting (shared by the backends) ---- */
+
+void io_ring_accepted(struct io_ring *r, int fd)
+{
+	struct ao_server *srv = r->srv;
+	struct sockaddr_in peer;
+	socklen_t plen = sizeof(peer);
+	struct ao_conn *c;
+	int one = 1;
+
+	if (r->stop_seen ||
+	    __atomic_add_fetch(&srv->nconns, 1, __ATOMIC_RELAXED) >
+		    srv->cfg.max_conns) {
+		if (!r->stop_seen)
+			__atomic_fetch_sub(&srv->nconns, 1, __ATOMIC_RELAXED);
+		IO_STAT_ADD(r, rejected, 1); /* counted before the peer sees */
+		close(fd);
+		return;
+	}
+	/* Small packets: no Nagle (see the issue's 40 ms measurement). */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (srv->cfg.sock_rcvbuf > 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &srv->cfg.sock_rcvbuf,
+			   sizeof(int));
+	if (srv->cfg.sock_sndbuf > 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &srv->cfg.sock_sndbuf,
+			   sizeof(int));
+	memset(&peer, 0, sizeof(peer));
+	getpeername(fd, (struct sockaddr *)&peer, &plen);
+	c = io_conn_new(r, fd, &peer);
+	if (!c) {
+		__atomic_fetch_sub(&srv->nconns, 1, __ATOMIC_RELAXED);
+		close(fd);
+		IO_STAT_ADD(r, rejected, 1);
+		return;
+	}
+	c->counted = true;
+	IO_STAT_ADD(r, accepted, 1);
+	IO_STAT_ADD(r, open, 1);
+	r->be->conn_open(r, c);
+}
+
+bool io_ring_accept_error(struct io_ring *r, int err)
+{
+	int fl, fd;
+
+	IO_STAT_ADD(r, accept_errors, 1);
+	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
+		return err == EINTR || err == EAGAIN || err == ECONNABORTED;
+	/* Out of descriptors: give up the spare one to take what is pending
+	 * off the queue and close it, so clients are told at once. */
+	if (r->spare_fd >= 0) {
+		close(r->spare_fd);
+		r->spare_fd = -1;
+	}
+	fl = fcntl(r->lfd, F_GETFL);
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		fcntl(r->lfd, F_SETFL, fl | O_NONBLOCK);
+	while ((fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		IO_STAT_ADD(r, rejected, 1);
+		close(fd);
+	}
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		fcntl(r->lfd, F_SETFL, fl);
+	r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	/* Re-arm later, not now: the limit may still be reached. */
+	r->accept_retry_ns = io_now() + IO_EMFILE_BACKOFF_NS;
+	return false;
+}
+
+/* ---- the ring thread ---- */
+
+static uint64_t scan_period_ns(const struct ao_server *srv)
+{
+	uint64_t p = 100000000ull; /* 100 ms */
+
+	if (srv->cfg.idle_timeout_ms) {
+		uint64_t q = srv->cfg.idle_timeout_ms * 1000000ull / 8;
+
+		if (q < 1000000ull)
+			q = 1000000ull;
+		if (q < p)
+			p = q;
+	}
+	return p;
+}
+
+static void ring_scan(struct io_ring *r, uint64_t now)
+{
+	const struct ao_server *srv = r->srv;
+	uint64_t idle = srv->cfg.idle_timeout_ms * 1000000ull;
+	struct ao_conn *c = r->conns, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		if (c->state == CONN_DRAINING && now >= c->deadline_ns)
+			io_conn_close_hard(c, c->reason);
+		else if (c->state == CONN_OPEN && idle &&
+			 now - c->last_rx_ns >= idle)
+			io_conn_close_hard(c, AO_CLOSE_IDLE);
+	}
+}
+
+static void ring_begin_stop(struct io_ring *r, uint64_t now)
+{
+	uint64_t deadline = now + r->srv->cfg.drain_timeout_ms * 1000000ull;
+	struct ao_conn *c, *next;
+
+	r->stop_seen = true;
+	r->stop_deadline_ns = deadline;
+	if (r->accepting) {
+		r->accepting = false;
+		r->be->accept_stop(r);
+	}
+	for (c = r->conns; c; c = next) {
+		next = c->next;
+		io_conn_close_graceful(c, AO_CLOSE_SHUTDOWN, deadline);
+	}
+}
+
+static void ring_retry_starved(struct io_ring *r)
+{
+	struct ao_conn *c, *next;
+
+	r->be->refill(r);
+	if (!r->nheld)
+		return;
+	for (c = r->conns; c && r->nheld; c = next) {
+		next = c->next;
+		if (c->held)
+			io_conn_retry_held(c);
+	}
+}
+
+static void *ring_main(void *arg)
+{
+	struct io_ring *r = arg;
+	struct ao_server *srv = r->srv;
+	uint64_t period = scan_period_ns(srv);
+	char name[16];
+	int err;
+
+	tls_ring = r;
+	snprintf(name, sizeof(name), "ao-io%u", r->index);
+	pthread_setname_np(pthread_self(), name);
+	err = r->be->init(r);
+	/* Release: the setup is visible to the starter; pairs with the
+	 * acquire load in ao_server_start(). */
+	__atomic_store_n(&r->ready, err ? (uint32_t)err : 1u, __ATOMIC_RELEASE);
+	ao_futex_wake(&r->ready, 1);
+	if (err)
+		return NULL;
+	r->accepting = true;
+	r->be->accept_start(r);
+	r->next_scan_ns = io_now() + period;
+	for (;;) {
+		uint64_t now = io_now();
+		int64_t timeout = -1;
+
+		io_ring_drain_mailbox(r);
+		if (!r->stop_seen &&
+		    __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE))
+			ring_begin_stop(r, now);
+		if (r->nheld || r->nnobufs)
+			ring_retry_starved(r);
+		if (r->accept_retry_ns && now >= r->accept_retry_ns) {
+			r->accept_retry_ns = 0;
+			if (r->accepting)
+				r->be->accept_start(r);
+		}
+		if (now >= r->next_scan_ns) {
+			ring_scan(r, now);
+			r->next_scan_ns = now + period;
+		}
+		io_ring_reap(r);
+		if (r->stop_seen) {
+			if (!r->conns && !r->nalive)
+				break;
+			if (now >= r->stop_deadline_ns + IO_STOP_GRACE_NS)
+				break;
+		}
+		timeout = (int64_t)(r->next_scan_ns - now);
+		if (r->nheld || r->nnobufs || r->reap)
+			timeout = IO_STARVED_POLL_NS;
+		if (r->accept_retry_ns && r->accept_retry_ns > now &&
+		    (int64_t)(r->accept_retry_ns - now) < timeout)
+			timeout = (int64_t)(r->accept_retry_ns - now);
+		/* SEQ_CST store, then SEQ_CST load of the mailbox: pairs with
+		 * the SEQ_CST push and load of sleeping in post(), so a push
+		 * either is seen here or writes the eventfd. */
+		__atomic_store_n(&r->sleeping, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&r->mb_head, __ATOMIC_SEQ_CST))
+			timeout = 0;
+		r->be->wait(r, timeout);
+		__atomic_store_n(&r->sleeping, 0, __ATOMIC_RELAXED);
+	}
+	r->be->fini(r);
+	return NULL;
+}
+
+/* ---- start and stop ---- */
+
+static int open_listener(struct ao_server *srv, struct io_ring *r,
+			 uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port) };
+	int one = 1, fd;
+
+	inet_pton(AF_INET, srv->cfg.address, &sa.sin_addr);
+	fd = socket(AF_INET,
+		    SOCK_STREAM | SOCK_CLOEXEC |
+			    (srv->backend == AO_IO_EPOLL ? SOCK_NONBLOCK : 0),
+		    0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (srv->cfg.rings > 1 &&
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
+		goto fail;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(fd, srv->cfg.backlog) < 0)
+		goto fail;
+	r->lfd = fd;
+	return 0;
+fail:
+	one = -errno;
+	close(fd);
+	return one;
+}
+
+static int pick_backend(struct ao_server *srv)
+{
+	enum ao_io_backend b = srv->cfg.backend;
+	const char *env = getenv("AO_IO_BACKEND");
+	int err = 0;
+
+	if (b == AO_IO_AUTO && env && *env) {
+		if (!strcmp(env, "epoll"))
+			b = AO_IO_EPOLL;
+		else if (!strcmp(env, "uring") || !strcmp(env, "io_uring"))
+			b = AO_IO_URING;
+	}
+	if (b == AO_IO_EPOLL) {
+		srv->be = &io_epoll_backend;
+		srv->backend = AO_IO_EPOLL;
+		return 0;
+	}
+#if AO_CONFIG_URING
+	err = io_ur_probe();
+	if (!err) {
+		srv->be = &io_uring_backend;
+		srv->backend = AO_IO_URING;
+		return 0;
+	}
+#else
+	err = -EOPNOTSUPP;
+#endif
+	if (b == AO_IO_URING)
+		return -EOPNOTSUPP;
+	if (!(srv->cfg.flags & AO_SERVER_QUIET))
+		fprintf(stderr, "aorta: io_uring unusable (%s), using epoll\n",
+			strerror(-err));
+	srv->be = &io_epoll_backend;
+	srv->backend = AO_IO_EPOLL;
+	return 0;
+}
+
+static void close_ring_fds(struct io_ring *r)
+{
+	if (r->lfd >= 0)
+		close(r->lfd);
+	if (r->efd >= 0)
+		close(r->efd);
+	if (r->spare_fd >= 0)
+		close(r->spare_fd);
+	r->lfd = r->efd = r->spare_fd = -1;
+}
+
+int ao_server_start(struct ao_server *srv)
+{
+	unsigned int i, started = 0;
+	int err;
+
+	if (!srv || srv->started)
+		return -EINVAL;
+	err = pick_backend(srv);
+	if (err)
+		return err;
+	for (i = 0; i < srv->cfg.rings; i++) {
+		struct io_ring *r = &srv->rings[i];
+
+		r->be = srv->be;
+		err = open_listener(srv, r, i ? srv->port : srv->cfg.port);
+		if (err)
+			goto fail;
+		if (i == 0) {
+			struct sockaddr_in sa;
+			socklen_t len = sizeof(sa);
+
+			getsockname(r->lfd, (struct sockaddr *)&sa, &len);
+			srv->port = ntohs(sa.sin_port);
+		}
+		/* Blocking for io_uring: a read SQE on an O_NONBLOCK file
+		 * would complete at once with -EAGAIN instead of waiting. */
+		r->efd = eventfd(0, EFD_CLOEXEC | (srv->backend == AO_IO_EPOLL ?
+							   EFD_NONBLOCK :
+							   0));
+		r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (r->efd < 0) {
+			err = -errno;
+			goto fail;
+		}
+	}
+	__atomic_store_n(&srv->stopping, 0, __ATOMIC_RELAXED);
+	for (i = 0; i < srv->cfg.rings; i++) {
+		struct io_ring *r = &srv->rings[i];
+		uint32_t v;
+
+		r->ready = 0;
+		err = -pthread_create(&r->thread, NULL, ring_main, r);
+		if (err)
+			goto fail_threads;
+		started++;
+		/* Acquire: pairs with the release store in ring_main(). */
+		while (!(v = __atomic_load_n(&r->ready, __ATOMIC_ACQUIRE)))
+			ao_futex_wait(&r->ready, 0, -1);
+		if (v != 1) {
+			err = (int)v;
+			goto fail_threads;
+		}
+	}
+	srv->started = true;
+	if (!(srv->cfg.flags & AO_SERVER_QUIET))
+		fprintf(stderr,
+			"aorta: io backend %s (flags 0x%x), %u ring%s, "
+			"%s:%u\n",
+			ao_io_backend_name(srv->backend), srv->ring_flags,
+			srv->cfg.rings, srv->cfg.rings > 1 ? "s" : "",
+			srv->cfg.address, srv->port);
+	return 0;
+fail_threads:
+	__atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < started; i++) {
+		io_ring_wake(&srv->rings[i]);
+		pthread_join(srv->rings[i].thread, NULL);
+	}
+fail:
+	for (i = 0; i < srv->cfg.rings; i++)
+		close_ring_fds(&srv->rings[i]);
+	return err;
+}
+
+int ao_server_stop(struct ao_server *srv)
+{
+	int ret = 0;
+
+	if (!srv)
+		return -EINVAL;
+	if (!srv->started)
+		return 0;
+	/* Release: pairs with the acquire load in ring_main(). */
+	__atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
+	for (unsigned int i = 0; i < srv->cfg.rings; i++)
+		io_ring_wake(&srv->rings[i]);
+	for (unsigned int i = 0; i < srv->cfg.rings; i++) {
+		struct io_ring *r = &srv->rings[i];
+
+		pthread_join(r->thread, NULL);
+		if (r->nalive)
+			ret = -ETIMEDOUT;
+		/* The eventfd stays until destroy: a leaked handle's last
+		 * put may still post to it. */
+		if (r->lfd >= 0)
+			close(r->lfd);
+		if (r->spare_fd >= 0)
+			close(r->spare_fd);
+		r->lfd = r->spare_fd = -1;
+	}
+	srv->started = false;
+	return ret;
+}
+
+int ao_server_destroy(struct ao_server *srv)
+{
+	uint32_t alive = 0;
+	int err;
+
+	if (!srv)
+		return 0;
+	ao_server_stop(srv);
+	for (unsigned int i = 0; i < srv->cfg.rings; i++)
+		alive += srv->rings[i].nalive;
+	if (alive) {
+		fprintf(stderr,
+			"aorta: ao_server_destroy: %u connection%s still "
+			"referenced\n",
+			alive, alive == 1 ? "" : "s");
+		return -EBUSY;
+	}
+	if (srv->own_exec) {
+		err = ao_exec_destroy(srv->exec);
+		if (err)
+			return err;
+		srv->own_exec = false;
+	}
+	if (srv->own_pool) {
+		err = ao_bufpool_destroy(srv->pool);
+		if (err)
+			return err;
+		srv->own_pool = false;
+	}
+	for (unsigned int i = 0; i < srv->cfg.rings; i++)
+		close_ring_fds(&srv->rings[i]);
+	free(srv->rings);
+	free(srv);
+	return 0;
+}
+
+/* ---- queries ---- */
+
+uint16_t ao_server_port(const struct ao_server *srv)
+{
+	return srv->port;
+}
+
+enum ao_io_backend ao_server_backend(const struct ao_server *srv)
+{
+	return srv->backend;
+}
+
+unsigned int ao_server_ring_flags(const struct ao_server *srv)
+{
+	return srv->ring_flags;
+}
+
+unsigned int ao_server_rings(const struct ao_server *srv)
+{
+	return srv->cfg.rings;
+}
+
+struct ao_bufpool *ao_server_pool(const struct ao_server *srv)
+{
+	return srv->pool;
+}
+
+struct ao_exec *ao_server_exec(const struct ao_server *srv)
+{
+	return srv->exec;
+}
+
+const struct ao_framing *ao_server_framing(const struct ao_server *srv)
+{
+	return &srv->cfg.framing;
+}
+
+static void stats_add(struct ao_io_stats *a, const struct ao_io_stats *b)
+{
+	const uint64_t *s = (const uint64_t *)b;
+	uint64_t *d = (uint64_t *)a;
+
+	AO_BUILD_BUG_ON(sizeof(*a) % sizeof(uint64_t));
+	for (size_t i = 0; i < sizeof(*a) / sizeof(uint64_t); i++)
+		d[i] += __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+}
+
+int ao_server_stats(const struct ao_server *srv, int ring,
+		    struct ao_io_stats *st)
+{
+	if (!srv || !st || (ring >= 0 && (unsigned int)ring >= srv->cfg.rings))
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	for (unsigned int i = 0; i < srv->cfg.rings; i++)
+		if (ring < 0 || (unsigned int)ring == i)
+			stats_add(st, &srv->rings[i].st);
+	return 0;
+}

@@ -1,0 +1,1081 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The server, on both backends (every test runs once on io_uring, when the
+ * kernel has it, and once on epoll): echo through handler, worker and send
+ * path; per-session order under load; packets split at every byte boundary
+ * and coalesced; each bad input; max connections; a slow reader;
+ * backpressure; stop with packets in flight; handles kept past close; idle
+ * timeout; several rings.  After every test the pool's in-use count is 0.
+ * Loopback only, ephemeral ports, bounded by a watchdog.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <aorta/core/bufpool.h>
+#include <aorta/core/exec.h>
+#include <aorta/io/server.h>
+#include "helpers.h"
+
+/* ---- what the handlers saw ---- */
+
+static uint32_t t_closes[AO_CLOSE_NR];
+static uint32_t t_opens;
+static uint32_t t_errors; /* order violations seen by handlers */
+static uint32_t t_stall; /* handlers wait while this is set */
+static uint32_t t_handler_sleep_us;
+static struct ao_conn *t_kept; /* a handle kept past close */
+
+static void reset_counters(void)
+{
+	memset(t_closes, 0, sizeof(t_closes));
+	t_opens = 0;
+	t_errors = 0;
+	t_stall = 0;
+	__atomic_store_n(&t_handler_sleep_us, 0, __ATOMIC_RELAXED);
+	t_kept = NULL;
+}
+
+static uint32_t closes(enum ao_close_reason why)
+{
+	return __atomic_load_n(&t_closes[why], __ATOMIC_ACQUIRE);
+}
+
+static void h_open(struct ao_conn *c, void *arg)
+{
+	(void)arg;
+	(void)c;
+	__atomic_fetch_add(&t_opens, 1, __ATOMIC_RELEASE);
+}
+
+static void h_close(struct ao_conn *c, enum ao_close_reason why, void *arg)
+{
+	(void)arg;
+	free(ao_conn_user(c));
+	ao_conn_set_user(c, NULL);
+	assert_false(ao_conn_is_open(c));
+	__atomic_fetch_add(&t_closes[why], 1, __ATOMIC_RELEASE);
+}
+
+/* Echo each packet; a packet starting with 0xff is "garbage". */
+static int h_echo(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	(void)arg;
+	while (__atomic_load_n(&t_stall, __ATOMIC_ACQUIRE))
+		t_sleep_ns(200000);
+	uint32_t us = __atomic_load_n(&t_handler_sleep_us, __ATOMIC_RELAXED);
+
+	if (us)
+		t_sleep_ns(us * 1000ull);
+	if (pkt->len && ((uint8_t *)pkt->data)[0] == 0xff)
+		return -EPROTO;
+	ao_conn_send_packet(c, pkt);
+	return 0;
+}
+
+/* Echo, and check the per-session sequence number (first 4 bytes). */
+static int h_seq(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	uint32_t *expect = ao_conn_user(c);
+	uint32_t seq;
+
+	(void)arg;
+	while (__atomic_load_n(&t_stall, __ATOMIC_ACQUIRE))
+		t_sleep_ns(200000);
+	if (!expect) {
+		expect = calloc(1, sizeof(*expect));
+		ao_conn_set_user(c, expect);
+	}
+	memcpy(&seq, pkt->data, 4);
+	if (pkt->len < 4 || seq != *expect)
+		__atomic_fetch_add(&t_errors, 1, __ATOMIC_RELAXED);
+	*expect = seq + 1;
+	ao_conn_send_packet(c, pkt);
+	return 0;
+}
+
+/* ---- server set-up ---- */
+
+static void base_config(struct ao_server_config *cfg, enum ao_io_backend be)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->backend = be;
+	cfg->framing.kind = AO_FRAME_LEN16;
+	cfg->framing.max_packet = 4096;
+	cfg->pool_buffers = 1024;
+	cfg->drain_timeout_ms = 2000;
+	cfg->flags = AO_SERVER_QUIET;
+	cfg->handlers.on_open = h_open;
+	cfg->handlers.on_packet = h_echo;
+	cfg->handlers.on_close = h_close;
+}
+
+static struct ao_server *start(struct ao_server_config *cfg)
+{
+	struct ao_server *srv;
+
+	reset_counters();
+	assert_int_equal(ao_server_create(cfg, &srv), 0);
+	assert_int_equal(ao_server_start(srv), 0);
+	assert_int_equal(ao_server_backend(srv), cfg->backend);
+	assert_true(ao_server_port(srv) != 0);
+	return srv;
+}
+
+static void finish(struct ao_server *srv)
+{
+	assert_int_equal(ao_server_stop(srv), 0);
+	/* Every buffer is back: receive rings, send queues, packets. */
+	assert_int_equal(ao_bufpool_in_use(ao_server_pool(srv)), 0);
+	assert_int_equal(ao_server_destroy(srv), 0);
+}
+
+static void get_stats(struct ao_server *srv, struct ao_io_stats *st)
+{
+	assert_int_equal(ao_server_stats(srv, -1, st), 0);
+}
+
+/* Poll cond every ms for up to ms_max milliseconds. */
+#define WAIT_UNTIL(cond, ms_max)                                    \
+	do {                                                        \
+		for (int __i = 0; __i < (ms_max) && !(cond); __i++) \
+			t_sleep_ns(1000000);                        \
+		assert_true(cond);                                  \
+	} while (0)
+
+/* ---- a blocking test client ---- */
+
+static int cl_connect(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port) };
+	struct timeval tv = { .tv_sec = 10 };
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static void cl_write(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		assert_true(w > 0);
+		b += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Read exactly n bytes; 0, or -1 on EOF/error/timeout. */
+static int cl_read(int fd, void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		ssize_t r = recv(fd, b, n, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static size_t pkt_encode(uint8_t *out, const void *p, uint16_t n)
+{
+	out[0] = (uint8_t)(n >> 8);
+	out[1] = (uint8_t)n;
+	memcpy(out + 2, p, n);
+	return (size_t)n + 2;
+}
+
+static void cl_send_pkt(int fd, const void *p, uint16_t n)
+{
+	uint8_t b[4100];
+
+	cl_write(fd, b, pkt_encode(b, p, n));
+}
+
+/* One packet's payload into p (max bytes); its length, or -1. */
+static int cl_recv_pkt(int fd, void *p, size_t max)
+{
+	uint8_t h[2];
+	size_t n;
+
+	if (cl_read(fd, h, 2))
+		return -1;
+	n = (size_t)h[0] << 8 | h[1];
+	if (n > max || cl_read(fd, p, n))
+		return -1;
+	return (int)n;
+}
+
+/* True if the server closes fd within ms (data before the EOF ignored). */
+static bool cl_closed_within(int fd, int ms)
+{
+	uint64_t end = t_now_ns() + (uint64_t)ms * 1000000ull;
+	uint8_t b[4096];
+
+	while (t_now_ns() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		ssize_t r = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+			return true;
+	}
+	return false;
+}
+
+static void echo_once(int fd, const char *msg)
+{
+	char got[64];
+	int n;
+
+	cl_send_pkt(fd, msg, (uint16_t)strlen(msg));
+	n = cl_recv_pkt(fd, got, sizeof(got));
+	assert_int_equal(n, (int)strlen(msg));
+	assert_memory_equal(got, msg, (size_t)n);
+}
+
+static enum ao_io_backend backend_of(void **state)
+{
+	enum ao_io_backend be = *(enum ao_io_backend *)*state;
+
+	return be;
+}
+
+static bool uring_ok;
+static enum ao_io_backend be_uring = AO_IO_URING;
+static enum ao_io_backend be_epoll = AO_IO_EPOLL;
+
+/* Skip io_uring tests where the kernel refuses it. */
+#define BACKEND_OR_SKIP(state)                                         \
+	({                                                             \
+		enum ao_io_backend __b = backend_of(state);            \
+		if (__b == AO_IO_URING && !uring_ok) {                 \
+			print_message("io_uring unavailable: skip\n"); \
+			skip();                                        \
+		}                                                      \
+		__b;                                                   \
+	})
+
+/* ---- echo ---- */
+
+static void test_echo(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	t_watchdog_arm(30, "echo");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	for (int i = 0; i < 20; i++)
+		echo_once(fd, "hello, aorta");
+	WAIT_UNTIL(__atomic_load_n(&t_opens, __ATOMIC_ACQUIRE) == 1, 2000);
+	close(fd);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	get_stats(srv, &st);
+	assert_int_equal(st.accepted, 1);
+	assert_int_equal(st.open, 0);
+	assert_int_equal(st.packets_in, 20);
+	assert_int_equal(st.packets_out, 20);
+	assert_int_equal(st.bytes_in, 20 * 14);
+	assert_int_equal(st.bytes_out, 20 * 14);
+	assert_int_equal(st.closes[AO_CLOSE_EOF], 1);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* Raw framing: every receive is a packet, echoed as it came. */
+static void test_echo_raw(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	char buf[16];
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.framing.kind = AO_FRAME_RAW;
+	t_watchdog_arm(30, "echo raw");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	for (int i = 0; i < 20; i++) {
+		cl_write(fd, "ping!", 5);
+		assert_int_equal(cl_read(fd, buf, 5), 0);
+		assert_memory_equal(buf, "ping!", 5);
+	}
+	close(fd);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ---- order under load ---- */
+
+struct order_client {
+	uint16_t port;
+	int sessions;
+	long packets;
+	int bad;
+};
+
+static void *order_client(void *arg)
+{
+	struct order_client *oc = arg;
+	int *fds = calloc((size_t)oc->sessions, sizeof(int));
+	uint8_t *out = malloc(64 * 1024);
+	long chunk = 256;
+
+	for (int s = 0; s < oc->sessions; s++)
+		fds[s] = cl_connect(oc->port);
+	/* Write in chunks across sessions, then read back each chunk. */
+	for (long base = 0; base < oc->packets; base += chunk) {
+		long end = base + chunk < oc->packets ? base + chunk :
+							oc->packets;
+
+		for (int s = 0; s < oc->sessions; s++) {
+			size_t n = 0;
+
+			for (long i = base; i < end; i++) {
+				uint8_t p[8];
+				uint32_t seq = (uint32_t)i, id = (uint32_t)s;
+
+				memcpy(p, &seq, 4);
+				memcpy(p + 4, &id, 4);
+				n += pkt_encode(out + n, p, 8);
+			}
+			cl_write(fds[s], out, n);
+		}
+		for (int s = 0; s < oc->sessions; s++) {
+			for (long i = base; i < end; i++) {
+				uint8_t p[8];
+				uint32_t seq, id;
+
+				if (cl_recv_pkt(fds[s], p, sizeof(p)) != 8) {
+					oc->bad++;
+					goto out;
+				}
+				memcpy(&seq, p, 4);
+				memcpy(&id, p + 4, 4);
+				if (seq != (uint32_t)i || id != (uint32_t)s)
+					oc->bad++;
+			}
+		}
+	}
+out:
+	for (int s = 0; s < oc->sessions; s++)
+		close(fds[s]);
+	free(fds);
+	free(out);
+	return NULL;
+}
+
+static void test_order(void **state)
+{
+	struct order_client oc[4];
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	long packets = t_scaled(1000, 50);
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_packet = h_seq;
+	t_watchdog_arm(120, "order under load");
+	srv = start(&cfg);
+	for (int i = 0; i < 4; i++)
+		oc[i] = (struct order_client){ .port = ao_server_port(srv),
+					       .sessions = 25,
+					       .packets = packets };
+	t_run_threads(4, order_client, oc, sizeof(oc[0]));
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(oc[i].bad, 0);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 100, 10000);
+	assert_int_equal(__atomic_load_n(&t_errors, __ATOMIC_RELAXED), 0);
+	get_stats(srv, &st);
+	assert_int_equal(st.accepted, 100);
+	assert_int_equal(st.packets_in, 100 * packets);
+	assert_int_equal(st.packets_out, 100 * packets);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ---- split and coalesced ---- */
+
+static void test_split_coalesced(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	uint8_t stream[128];
+	size_t len = 0;
+	const char *msgs[] = { "a", "split me", "", "0123456789abcdef" };
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.framing.flags = AO_FRAME_ALLOW_EMPTY;
+	t_watchdog_arm(60, "split and coalesced");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	for (size_t i = 0; i < ARRAY_SIZE(msgs); i++)
+		len += pkt_encode(stream + len, msgs[i],
+				  (uint16_t)strlen(msgs[i]));
+	/* Split at every byte boundary (with a pause so the two halves
+	 * arrive as two receives), and k == len: all coalesced. */
+	for (size_t k = 1; k <= len; k++) {
+		cl_write(fd, stream, k);
+		t_sleep_ns(300000);
+		if (k < len)
+			cl_write(fd, stream + k, len - k);
+		for (size_t i = 0; i < ARRAY_SIZE(msgs); i++) {
+			char got[64];
+			int n = cl_recv_pkt(fd, got, sizeof(got));
+
+			assert_int_equal(n, (int)strlen(msgs[i]));
+			assert_memory_equal(got, msgs[i], (size_t)n);
+		}
+	}
+	/* A byte at a time. */
+	for (size_t k = 0; k < len; k++) {
+		cl_write(fd, stream + k, 1);
+		t_sleep_ns(50000);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(msgs); i++) {
+		char got[64];
+
+		assert_int_equal(cl_recv_pkt(fd, got, sizeof(got)),
+				 (int)strlen(msgs[i]));
+	}
+	close(fd);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ---- bad input: each closes that connection only, counted ---- */
+
+static void bad_input(void **state, const void *bytes, size_t n, int how,
+		      enum ao_close_reason want)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int good, bad;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	t_watchdog_arm(30, ao_close_reason_name(want));
+	srv = start(&cfg);
+	good = cl_connect(ao_server_port(srv));
+	echo_once(good, "before");
+	bad = cl_connect(ao_server_port(srv));
+	if (n)
+		cl_write(bad, bytes, n);
+	if (how == 1) {
+		shutdown(bad, SHUT_WR); /* half-close */
+	} else if (how == 2) {
+		struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+		t_sleep_ns(20000000);
+		setsockopt(bad, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+		close(bad); /* reset */
+		bad = -1;
+	} else if (how == 3) {
+		close(bad); /* EOF after what was written */
+		bad = -1;
+	}
+	WAIT_UNTIL(closes(want) == 1, 5000);
+	if (bad >= 0) {
+		assert_true(cl_closed_within(bad, 5000));
+		close(bad);
+	}
+	/* The other session is untouched. */
+	echo_once(good, "after");
+	get_stats(srv, &st);
+	assert_int_equal(st.closes[want], 1);
+	assert_int_equal(st.open, 1);
+	close(good);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == (want == AO_CLOSE_EOF ? 2 : 1),
+		   5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+static void test_bad_too_long(void **state)
+{
+	/* 0x1001 = 4097 > max_packet 4096 */
+	bad_input(state, "\x10\x01zzzz", 6, 0, AO_CLOSE_TOO_LONG);
+}
+
+static void test_bad_zero_length(void **state)
+{
+	bad_input(state,
+		  "\x00\x01"
+		  "a\x00\x00",
+		  5, 0, AO_CLOSE_EMPTY);
+}
+
+static void test_bad_garbage(void **state)
+{
+	/* A well-framed packet the handler rejects. */
+	bad_input(state, "\x00\x03\xff\xfe\xfd", 5, 0, AO_CLOSE_PROTOCOL);
+}
+
+static void test_bad_random_bytes(void **state)
+{
+	/* Noise: its first two bytes read as a huge length. */
+	bad_input(state, "\xde\xad\xbe\xef\x01\x02\x03", 7, 0,
+		  AO_CLOSE_TOO_LONG);
+}
+
+static void test_bad_partial_then_eof(void **state)
+{
+	bad_input(state,
+		  "\x00\x10"
+		  "abc",
+		  5, 3, AO_CLOSE_TRUNCATED);
+}
+
+static void test_bad_reset(void **state)
+{
+	bad_input(state,
+		  "\x00\x02"
+		  "ab",
+		  4, 2, AO_CLOSE_RESET);
+}
+
+/* A half-close: the reply to what came before it still arrives, then the
+ * server closes (reason EOF). */
+static void test_half_close(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	char got[16];
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	t_watchdog_arm(30, "half-close");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	/* The reply comes after the FIN. */
+	__atomic_store_n(&t_handler_sleep_us, 20000, __ATOMIC_RELAXED);
+	cl_send_pkt(fd, "last", 4);
+	shutdown(fd, SHUT_WR);
+	assert_int_equal(cl_recv_pkt(fd, got, sizeof(got)), 4);
+	assert_memory_equal(got, "last", 4);
+	assert_true(cl_closed_within(fd, 5000));
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	close(fd);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ---- limits ---- */
+
+static void test_max_conns(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fds[5];
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.max_conns = 3;
+	t_watchdog_arm(30, "max connections");
+	srv = start(&cfg);
+	for (int i = 0; i < 3; i++) {
+		fds[i] = cl_connect(ao_server_port(srv));
+		echo_once(fds[i], "in");
+	}
+	for (int i = 3; i < 5; i++) {
+		fds[i] = cl_connect(ao_server_port(srv));
+		assert_true(cl_closed_within(fds[i], 5000));
+	}
+	get_stats(srv, &st);
+	assert_int_equal(st.accepted, 3);
+	assert_int_equal(st.rejected, 2);
+	assert_int_equal(st.open, 3);
+	/* A slot frees up: a new connection gets in. */
+	close(fds[0]);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	fds[0] = cl_connect(ao_server_port(srv));
+	echo_once(fds[0], "in again");
+	for (int i = 0; i < 5; i++)
+		close(fds[i]);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 4, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* Each request gets a 3000-byte reply; the client never reads. */
+static int h_big_reply(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	struct ao_buf *b = ao_buf_get(ao_server_pool(ao_conn_server(c)));
+
+	(void)arg;
+	(void)pkt;
+	if (!b)
+		return 0;
+	memset(b->data, 'x', 3000);
+	b->len = 3000;
+	ao_conn_send_packet(c, b);
+	ao_buf_put(b);
+	return 0;
+}
+
+static void test_slow_reader(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	int fd, small = 4096, good;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_packet = h_big_reply;
+	cfg.sendq_max = 64 * 1024;
+	cfg.sock_sndbuf = small;
+	t_watchdog_arm(30, "slow reader");
+	srv = start(&cfg);
+	good = cl_connect(ao_server_port(srv));
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	{
+		struct sockaddr_in sa = { .sin_family = AF_INET,
+					  .sin_port =
+						  htons(ao_server_port(srv)) };
+
+		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		assert_int_equal(
+			connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	/* Requests until the server gives up on us (a write may fail once
+	 * it has closed). */
+	for (int i = 0; i < 2000 && !closes(AO_CLOSE_SLOW); i++) {
+		uint8_t b[8];
+
+		if (send(fd, b, pkt_encode(b, "req", 3), MSG_NOSIGNAL) < 0)
+			break;
+		if (i % 50 == 49)
+			t_sleep_ns(1000000);
+	}
+	WAIT_UNTIL(closes(AO_CLOSE_SLOW) == 1, 5000);
+	close(fd);
+	/* Others are fine; on_packet's replies still work for them. */
+	{
+		char got[3100];
+
+		cl_send_pkt(good, "q", 1);
+		assert_int_equal(cl_recv_pkt(good, got, sizeof(got)), 3000);
+	}
+	close(good);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* A stalled handler: the client's writes block, and once it resumes
+ * every packet is handled, in order. */
+static void test_backpressure(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fd, small = 4096;
+	uint32_t sent = 0;
+	uint64_t blocked_since = 0;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_packet = h_seq;
+	cfg.session_backlog = 8;
+	cfg.sock_rcvbuf = small;
+	t_watchdog_arm(60, "backpressure");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	__atomic_store_n(&t_stall, 1, __ATOMIC_RELEASE);
+	/* Write until the socket stays full for 300 ms.  A packet only
+	 * partly written waits in b[pend..n) until the handler resumes. */
+	uint8_t b[70];
+	size_t n = 0, pend = 0;
+
+	for (;;) {
+		ssize_t w;
+
+		if (pend == n) {
+			uint8_t p[64];
+
+			memset(p, 0, sizeof(p));
+			memcpy(p, &sent, 4);
+			n = pkt_encode(b, p, sizeof(p));
+			pend = 0;
+		}
+		w = send(fd, b + pend, n - pend, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w > 0) {
+			pend += (size_t)w;
+			if (pend == n)
+				sent++;
+			blocked_since = 0;
+			assert_true(sent < 1000000);
+			continue;
+		}
+		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+		if (!blocked_since)
+			blocked_since = t_now_ns();
+		else if (t_now_ns() - blocked_since > 300000000ull)
+			break;
+		t_sleep_ns(1000000);
+	}
+	get_stats(srv, &st);
+	assert_true(st.pauses >= 1);
+	/* Far fewer than sent reached the handler's queue. */
+	assert_true(st.packets_in < sent);
+	__atomic_store_n(&t_stall, 0, __ATOMIC_RELEASE);
+	if (pend < n) {
+		cl_write(fd, b + pend, n - pend);
+		sent++;
+	}
+	for (uint32_t i = 0; i < sent; i++) {
+		uint8_t p[64];
+		uint32_t seq;
+
+		assert_int_equal(cl_recv_pkt(fd, p, sizeof(p)), 64);
+		memcpy(&seq, p, 4);
+		assert_int_equal(seq, i);
+	}
+	assert_int_equal(__atomic_load_n(&t_errors, __ATOMIC_RELAXED), 0);
+	get_stats(srv, &st);
+	assert_int_equal(st.packets_in, sent);
+	close(fd);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+static void test_idle_timeout(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.idle_timeout_ms = 100;
+	t_watchdog_arm(30, "idle timeout");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	echo_once(fd, "then silence");
+	assert_true(cl_closed_within(fd, 5000));
+	WAIT_UNTIL(closes(AO_CLOSE_IDLE) == 1, 5000);
+	close(fd);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ---- stop, handles, rings ---- */
+
+/* Stop while handlers are busy: every packet the server received is
+ * handled and its reply flushed before the connection closes. */
+static void test_stop_in_flight(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fd, got = 0;
+	char buf[16];
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	t_watchdog_arm(30, "stop with packets in flight");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	__atomic_store_n(&t_handler_sleep_us, 2000, __ATOMIC_RELAXED);
+	for (int i = 0; i < 50; i++)
+		cl_send_pkt(fd, "inflight", 8);
+	WAIT_UNTIL(({
+			   get_stats(srv, &st);
+			   st.packets_in >= 5;
+		   }),
+		   5000);
+	assert_int_equal(ao_server_stop(srv), 0);
+	get_stats(srv, &st);
+	assert_int_equal(st.packets_out, st.packets_in);
+	assert_int_equal(st.closes[AO_CLOSE_SHUTDOWN], 1);
+	assert_int_equal(closes(AO_CLOSE_SHUTDOWN), 1);
+	while (cl_recv_pkt(fd, buf, sizeof(buf)) == 8)
+		got++;
+	assert_int_equal(got, (int)st.packets_in);
+	close(fd);
+	assert_int_equal(ao_bufpool_in_use(ao_server_pool(srv)), 0);
+	assert_int_equal(ao_server_destroy(srv), 0);
+	t_watchdog_disarm();
+}
+
+static void h_keep_open(struct ao_conn *c, void *arg)
+{
+	(void)arg;
+	t_kept = ao_conn_get(c);
+	__atomic_fetch_add(&t_opens, 1, __ATOMIC_RELEASE);
+}
+
+/* A handle kept after close is safe, and sends on it fail. */
+static void test_send_after_close(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_buf *b;
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_open = h_keep_open;
+	t_watchdog_arm(30, "send after close");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	echo_once(fd, "x");
+	WAIT_UNTIL(__atomic_load_n(&t_opens, __ATOMIC_ACQUIRE) == 1, 2000);
+	assert_true(ao_conn_is_open(t_kept));
+	/* A send from this (non-worker) thread works while open. */
+	b = ao_buf_get(ao_server_pool(srv));
+	memcpy(b->data, "push", 4);
+	b->len = 4;
+	assert_int_equal(ao_conn_send_packet(t_kept, b), 0);
+	{
+		char got[8];
+
+		assert_int_equal(cl_recv_pkt(fd, got, sizeof(got)), 4);
+	}
+	close(fd);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	assert_false(ao_conn_is_open(t_kept));
+	assert_int_equal(ao_conn_send(t_kept, b), -ENOTCONN);
+	assert_int_equal(ao_conn_send_packet(t_kept, b), -ENOTCONN);
+	assert_int_equal(ao_conn_close(t_kept), -ENOTCONN);
+	assert_true(ao_conn_id(t_kept) >= 1);
+	ao_buf_put(b);
+	ao_conn_put(t_kept);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ao_conn_close() from a handler: queued replies go out first. */
+static int h_reply_then_close(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	(void)arg;
+	ao_conn_send_packet(c, pkt);
+	assert_int_equal(ao_conn_close(c), 0);
+	return 0;
+}
+
+static void test_local_close(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	char got[8];
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_packet = h_reply_then_close;
+	t_watchdog_arm(30, "local close");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	cl_send_pkt(fd, "bye", 3);
+	assert_int_equal(cl_recv_pkt(fd, got, sizeof(got)), 3);
+	assert_true(cl_closed_within(fd, 5000));
+	WAIT_UNTIL(closes(AO_CLOSE_LOCAL) == 1, 5000);
+	close(fd);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+static void test_rings(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st, r0, r1;
+	int fds[16];
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.rings = 2;
+	t_watchdog_arm(30, "two rings");
+	srv = start(&cfg);
+	assert_int_equal(ao_server_rings(srv), 2);
+	for (int i = 0; i < 16; i++) {
+		fds[i] = cl_connect(ao_server_port(srv));
+		echo_once(fds[i], "ring");
+	}
+	for (int i = 0; i < 16; i++)
+		close(fds[i]);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 16, 5000);
+	get_stats(srv, &st);
+	assert_int_equal(ao_server_stats(srv, 0, &r0), 0);
+	assert_int_equal(ao_server_stats(srv, 1, &r1), 0);
+	assert_int_equal(ao_server_stats(srv, 2, &r1), -EINVAL);
+	assert_int_equal(ao_server_stats(srv, 1, &r1), 0);
+	assert_int_equal(st.accepted, 16);
+	assert_int_equal(r0.accepted + r1.accepted, 16);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ---- backend selection ---- */
+
+static void test_backend_env(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	int fd;
+
+	(void)state;
+	base_config(&cfg, AO_IO_AUTO);
+	t_watchdog_arm(30, "forced epoll");
+	setenv("AO_IO_BACKEND", "epoll", 1);
+	reset_counters();
+	assert_int_equal(ao_server_create(&cfg, &srv), 0);
+	assert_int_equal(ao_server_start(srv), 0);
+	unsetenv("AO_IO_BACKEND");
+	assert_int_equal(ao_server_backend(srv), AO_IO_EPOLL);
+	assert_string_equal(ao_io_backend_name(ao_server_backend(srv)),
+			    "epoll");
+	assert_int_equal(ao_server_ring_flags(srv), 0);
+	fd = cl_connect(ao_server_port(srv));
+	echo_once(fd, "epoll");
+	close(fd);
+	finish(srv);
+	/* AUTO without the variable: io_uring where the kernel has it. */
+	assert_int_equal(ao_server_create(&cfg, &srv), 0);
+	assert_int_equal(ao_server_start(srv), 0);
+	assert_int_equal(ao_server_backend(srv),
+			 uring_ok ? AO_IO_URING : AO_IO_EPOLL);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+static void test_config_errors(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_bufpool *pool;
+	struct ao_bufpool_params p = { .buf_size = 1024, .count = 8 };
+
+	(void)state;
+	base_config(&cfg, AO_IO_EPOLL);
+	cfg.address = "not an address";
+	assert_int_equal(ao_server_create(&cfg, &srv), -EINVAL);
+	base_config(&cfg, AO_IO_EPOLL);
+	cfg.ring_buffers = 100; /* not a power of two */
+	assert_int_equal(ao_server_create(&cfg, &srv), -EINVAL);
+	base_config(&cfg, AO_IO_EPOLL);
+	cfg.framing.kind = 3;
+	assert_int_equal(ao_server_create(&cfg, &srv), -EINVAL);
+	/* The caller's pool must hold a maximal packet. */
+	assert_int_equal(ao_bufpool_create(&pool, &p), 0);
+	base_config(&cfg, AO_IO_EPOLL);
+	cfg.pool = pool;
+	assert_int_equal(ao_server_create(&cfg, &srv), -EINVAL);
+	assert_int_equal(ao_bufpool_destroy(pool), 0);
+	assert_string_equal(ao_close_reason_name(AO_CLOSE_SLOW),
+			    "slow consumer");
+}
+
+/* The caller's executor and pool, shared by two servers. */
+static void test_shared_exec_pool(void **state)
+{
+	struct ao_exec_config ec = AO_EXEC_CONFIG_INIT;
+	struct ao_bufpool_params p = { .buf_size = 4096, .count = 1024 };
+	struct ao_server_config cfg;
+	struct ao_server *a, *b;
+	struct ao_bufpool *pool;
+	struct ao_exec *ex;
+	int fa, fb;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	t_watchdog_arm(30, "shared executor and pool");
+	ec.workers = 2;
+	assert_int_equal(ao_exec_create(&ec, &ex), 0);
+	assert_int_equal(ao_bufpool_create(&pool, &p), 0);
+	cfg.exec = ex;
+	cfg.pool = pool;
+	cfg.ring_buffers = 64;
+	a = start(&cfg);
+	assert_int_equal(ao_server_create(&cfg, &b), 0);
+	assert_int_equal(ao_server_start(b), 0);
+	fa = cl_connect(ao_server_port(a));
+	fb = cl_connect(ao_server_port(b));
+	echo_once(fa, "a");
+	echo_once(fb, "b");
+	close(fa);
+	close(fb);
+	assert_int_equal(ao_server_stop(a), 0);
+	assert_int_equal(ao_server_destroy(a), 0);
+	assert_int_equal(ao_server_destroy(b), 0);
+	assert_int_equal(ao_bufpool_in_use(pool), 0);
+	assert_int_equal(ao_bufpool_destroy(pool), 0);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	t_watchdog_disarm();
+}
+
+#define BOTH(fn)                                  \
+	cmocka_unit_test_prestate(fn, &be_uring), \
+		cmocka_unit_test_prestate(fn, &be_epoll)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_backend_env),
+		BOTH(test_echo),
+		BOTH(test_echo_raw),
+		BOTH(test_split_coalesced),
+		BOTH(test_bad_too_long),
+		BOTH(test_bad_zero_length),
+		BOTH(test_bad_garbage),
+		BOTH(test_bad_random_bytes),
+		BOTH(test_bad_partial_then_eof),
+		BOTH(test_bad_reset),
+		BOTH(test_half_close),
+		BOTH(test_max_conns),
+		BOTH(test_slow_reader),
+		BOTH(test_backpressure),
+		BOTH(test_idle_timeout),
+		BOTH(test_stop_in_flight),
+		BOTH(test_send_after_close),
+		BOTH(test_local_close),
+		BOTH(test_rings),
+		BOTH(test_shared_exec_pool),
+		BOTH(test_order),
+	};
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+
+	/* Is io_uring usable here?  (Not under a seccomp profile, say.) */
+	base_config(&cfg, AO_IO_URING);
+	if (ao_server_create(&cfg, &srv) == 0) {
+		uring_ok = ao_server_start(srv) == 0;
+		ao_server_destroy(srv);
+	}
+	if (!uring_ok)
+		fprintf(stderr, "test_server: io_uring unusable, epoll only\n");
+	/* T_FILTER=test_echo runs only the tests matching that pattern. */
+	if (getenv("T_FILTER"))
+		cmocka_set_test_filter(getenv("T_FILTER"));
+	return cmocka_run_group_tests_name("server", tests, NULL, NULL);
+}
