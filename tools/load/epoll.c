@@ -28,10 +28,10 @@ static int ep_mod(int epfd, struct conn *c, bool out)
 	return epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
-static void ep_fail(struct worker *w, int epfd, struct conn *c, int err)
+/* A dead connection leaves the set, or its hang-up would spin the loop. */
+static void ep_dead(struct worker *w, struct conn *c)
 {
-	conn_fail(w, c, err);
-	epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 }
 
 static void ep_flush(struct worker *w, int epfd)
@@ -55,7 +55,7 @@ static void ep_flush(struct worker *w, int epfd)
 			msg.msg_iovlen = (size_t)n;
 			r = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (r < 0 && errno != EAGAIN && errno != EINTR) {
-				ep_fail(w, epfd, c, errno);
+				conn_fail(w, c, errno);
 				continue;
 			}
 			if (r > 0)
@@ -64,12 +64,12 @@ static void ep_flush(struct worker *w, int epfd)
 		}
 		/* Poll for room only while some bytes wait for it. */
 		if (!!n != c->pollout && ep_mod(epfd, c, !!n))
-			ep_fail(w, epfd, c, errno);
+			conn_fail(w, c, errno);
 	}
 	w->nflush = 0;
 }
 
-static void ep_read(struct worker *w, int epfd, struct conn *c, uint8_t *buf,
+static void ep_read(struct worker *w, struct conn *c, uint8_t *buf,
 		    uint64_t now)
 {
 	ssize_t r;
@@ -83,9 +83,9 @@ static void ep_read(struct worker *w, int epfd, struct conn *c, uint8_t *buf,
 			continue;
 		}
 		if (r == 0)
-			ep_fail(w, epfd, c, 0);
+			conn_fail(w, c, 0);
 		else if (errno != EAGAIN && errno != EINTR)
-			ep_fail(w, epfd, c, errno);
+			conn_fail(w, c, errno);
 		return;
 	}
 }
@@ -100,6 +100,8 @@ int engine_epoll_run(struct worker *w)
 	uint32_t k;
 
 	epfd = epoll_create1(EPOLL_CLOEXEC);
+	w->epfd = epfd;
+	w->on_dead = ep_dead;
 	if (epfd < 0 || !buf) {
 		worker_error(w, "epoll_create1: %s", strerror(errno));
 		free(buf);
@@ -143,7 +145,7 @@ int engine_epoll_run(struct worker *w)
 			if (c->dead)
 				continue;
 			if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-				ep_read(w, epfd, c, buf, now);
+				ep_read(w, c, buf, now);
 			if (!c->dead && (evs[i].events & EPOLLOUT) &&
 			    !c->dirty) {
 				c->dirty = true;

@@ -403,8 +403,9 @@ void conn_fill(struct worker *w, struct conn *c, uint64_t now)
 	if (c->dead)
 		return;
 	if (ctx->o.rate) {
-		/* Due requests go out even when stopping: they were due. */
-		while (c->n_queued < c->n_due && conn_inflight(w, c) < p)
+		/* Once stopping, what is still due stays unsent (counted). */
+		while (!w->stopping && c->n_queued < c->n_due &&
+		       conn_inflight(w, c) < p)
 			conn_queue(w, c,
 				   intended_ns(ctx,
 					       conn_sched(ctx, c, c->n_queued)),
@@ -515,6 +516,8 @@ void conn_fail(struct worker *w, struct conn *c, int err)
 	}
 	/* Wakes any operation in flight; the engine closes the fd later. */
 	shutdown(c->fd, SHUT_RDWR);
+	if (w->on_dead)
+		w->on_dead(w, c);
 }
 
 static void check_timeouts(struct worker *w, uint64_t now, bool all)
@@ -722,6 +725,7 @@ static void *worker_main(void *arg)
 	struct worker_arg *a = arg;
 	struct worker *w = a->w;
 	struct load_ctx *ctx = w->ctx;
+	uint32_t i;
 	int r;
 
 	w->connect_err = worker_setup(w, a->ramp_t0);
@@ -737,6 +741,9 @@ static void *worker_main(void *arg)
 			worker_error(w, "engine failed");
 		if (!w->t_end)
 			w->t_end = ao_now_ns();
+		for (i = 0; i < w->nconns; i++)
+			w->st.unsent +=
+				w->conns[i].n_due - w->conns[i].n_queued;
 	}
 	__atomic_fetch_add(&ctx->done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -765,6 +772,7 @@ static void collect(struct load_ctx *ctx, struct totals *t)
 		t->st.timeouts += LOAD(s->timeouts);
 		t->st.tx_bytes += LOAD(s->tx_bytes);
 		t->st.rx_bytes += LOAD(s->rx_bytes);
+		t->st.unsent += LOAD(s->unsent);
 		hist_merge(&t->hist, &ctx->workers[i].hist);
 	}
 }
@@ -828,6 +836,9 @@ static void print_text(const struct load_ctx *ctx, const struct totals *t,
 	       (unsigned long long)t->st.conn_errors,
 	       (unsigned long long)t->st.timeouts);
 	printf("  requests/s  %.0f\n", (double)t->st.completed / secs);
+	if (o->rate)
+		printf("  unsent      %llu (due, but the connections were full)\n",
+		       (unsigned long long)t->st.unsent);
 	printf("  MB/s        %.2f sent, %.2f received\n",
 	       (double)t->st.tx_bytes / secs / 1e6,
 	       (double)t->st.rx_bytes / secs / 1e6);
@@ -857,7 +868,8 @@ static void print_json(const struct load_ctx *ctx, const struct totals *t,
 	printf("\"requests\":%llu,\"errors\":%llu,\"mismatches\":%llu,"
 	       "\"conn_errors\":%llu,\"timeouts\":%llu,\"interrupted\":%s,"
 	       "\"seconds\":%.6f,\"requests_per_sec\":%.1f,"
-	       "\"tx_bytes\":%llu,\"rx_bytes\":%llu,\"mb_per_sec\":%.3f,",
+	       "\"tx_bytes\":%llu,\"rx_bytes\":%llu,\"mb_per_sec\":%.3f,"
+	       "\"unsent\":%llu,",
 	       (unsigned long long)t->st.completed,
 	       (unsigned long long)(errors_of(&t->st) + t->st.mismatches),
 	       (unsigned long long)t->st.mismatches,
@@ -867,7 +879,8 @@ static void print_json(const struct load_ctx *ctx, const struct totals *t,
 	       (double)t->st.completed / secs,
 	       (unsigned long long)t->st.tx_bytes,
 	       (unsigned long long)t->st.rx_bytes,
-	       (double)t->st.rx_bytes / secs / 1e6);
+	       (double)t->st.rx_bytes / secs / 1e6,
+	       (unsigned long long)t->st.unsent);
 	for (i = 0; i < NPCT; i++)
 		printf("\"%s_ns\":%llu,", pct_names[i],
 		       (unsigned long long)hist_percentile(&t->hist, pcts[i]));

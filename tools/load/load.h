@@ -76,6 +76,7 @@ struct wstats {
 	uint64_t conn_errors;
 	uint64_t timeouts;
 	uint64_t tx_bytes, rx_bytes;
+	uint64_t unsent; /* open loop: due but never sent (at the end) */
 };
 
 struct load_ctx;
@@ -102,6 +103,9 @@ struct worker {
 	struct wstats st;
 	struct hist hist;
 	char err[160]; /* a fatal engine error, or "" */
+	/* The engine's part of a connection failing (epoll: leave the set). */
+	void (*on_dead)(struct worker *w, struct conn *c);
+	int epfd; /* epoll engine */
 };
 
 struct load_ctx {
