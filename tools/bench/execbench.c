@@ -54,7 +54,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,7 +102,7 @@ static bool parse_extra(const char *a)
  * The pools
  */
 
-enum pool_type { T_SEED_BASIC, T_SEED_STEAL, T_SEED_BP, T_AORTA };
+enum pool_type { T_SEED_BASIC, T_SEED_STEAL, T_SEED_BP, T_AORTA, T_FLOOR };
 
 enum {
 	P_SEED_BASIC,
@@ -109,6 +112,7 @@ enum {
 	P_AO_SHARED_B,
 	P_AO_STEAL,
 	P_AO_STEAL_B,
+	P_FLOOR,
 	NPOOLS
 };
 
@@ -130,7 +134,59 @@ static const struct pool_desc pools[NPOOLS] = {
 	[P_AO_STEAL] = { "ao-steal", T_AORTA, AO_EXEC_STEAL, false, -1 },
 	[P_AO_STEAL_B] = { "ao-steal-b", T_AORTA, AO_EXEC_STEAL, true,
 			   P_AO_STEAL },
+	[P_FLOOR] = { "floor-futex", T_FLOOR, 0, false, -1 },
 };
+
+/*
+ * Not a pool: one thread asleep in FUTEX_WAIT, woken by a FUTEX_WAKE from
+ * the submitter, with no spinning anywhere.  Any pool whose idle workers
+ * sleep in the kernel pays at least this to start a task; it is the
+ * machine's floor for W4 (on a VM, waking an idle vCPU is the bulk of it).
+ * Measured in W4 and W5 only.
+ */
+struct floor_thread {
+	_Atomic(struct ao_work *) slot;
+	_Atomic uint32_t seq;
+	atomic_bool stop;
+	pthread_t thread;
+};
+
+static struct floor_thread floor_t;
+
+static void *floor_main(void *arg)
+{
+	struct floor_thread *f = arg;
+
+	for (;;) {
+		uint32_t seq = atomic_load(&f->seq);
+		struct ao_work *w = atomic_exchange(&f->slot, NULL);
+
+		if (w) {
+			w->fn(w);
+			continue;
+		}
+		if (atomic_load(&f->stop))
+			break;
+		syscall(SYS_futex, &f->seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL,
+			0);
+	}
+	return NULL;
+}
+
+static void floor_submit(struct floor_thread *f, struct ao_work *w)
+{
+	atomic_store(&f->slot, w);
+	atomic_fetch_add(&f->seq, 1);
+	syscall(SYS_futex, &f->seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void floor_stop(struct floor_thread *f)
+{
+	atomic_store(&f->stop, true);
+	atomic_fetch_add(&f->seq, 1);
+	syscall(SYS_futex, &f->seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	pthread_join(f->thread, NULL);
+}
 
 /* The pool of this (child) process. */
 static const struct pool_desc *cur;
@@ -165,6 +221,9 @@ static int pool_create(void)
 	case T_SEED_BP:
 		impl.bp = seed_pool_bp_create(nworkers, capacity);
 		return impl.bp ? 0 : -ENOMEM;
+	case T_FLOOR:
+		return -pthread_create(&floor_t.thread, NULL, floor_main,
+				       &floor_t);
 	case T_AORTA:
 		break;
 	}
@@ -189,6 +248,9 @@ static void pool_destroy(void)
 		break;
 	case T_AORTA:
 		ao_exec_destroy(impl.ex);
+		break;
+	case T_FLOOR:
+		floor_stop(&floor_t);
 		break;
 	}
 }
@@ -219,6 +281,9 @@ static void pool_submit(struct ao_work *w)
 	case T_AORTA:
 		err = ao_exec_submit(impl.ex, w);
 		break;
+	case T_FLOOR:
+		floor_submit(&floor_t, w);
+		return;
 	}
 	if (unlikely(err) && !atomic_fetch_add(&submit_errors, 1))
 		first_error = err;
@@ -856,6 +921,8 @@ static bool selected(int w, int p)
 {
 	char name[64];
 
+	if (pools[p].type == T_FLOOR && w != W4 && w != W5)
+		return false;
 	snprintf(name, sizeof(name), "%s/%s", wnames[w], pools[p].name);
 	return bench_selected(&opts, name);
 }
