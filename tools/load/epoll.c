@@ -4,7 +4,7 @@
  * EPOLLIN on every connection, EPOLLOUT only while a send is short.  Each
  * loop iteration reads what is ready into one buffer, checks and completes
  * frames, then sends the new requests of every connection that has any
- * with one sendmsg each.
+ * with one send (or sendmsg, when the ring wraps) each.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -50,10 +50,16 @@ static void ep_flush(struct worker *w, int epfd)
 			continue;
 		n = conn_unsent(w, c, iov);
 		if (n) {
-			memset(&msg, 0, sizeof(msg));
-			msg.msg_iov = iov;
-			msg.msg_iovlen = (size_t)n;
-			r = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n == 1) {
+				r = send(c->fd, iov[0].iov_base, iov[0].iov_len,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			} else {
+				memset(&msg, 0, sizeof(msg));
+				msg.msg_iov = iov;
+				msg.msg_iovlen = (size_t)n;
+				r = sendmsg(c->fd, &msg,
+					    MSG_NOSIGNAL | MSG_DONTWAIT);
+			}
 			if (r < 0 && errno != EAGAIN && errno != EINTR) {
 				conn_fail(w, c, errno);
 				continue;

@@ -429,10 +429,8 @@ void conn_on_data(struct worker *w, struct conn *c, const uint8_t *p, size_t n,
 	if (c->dead)
 		return;
 	if (c->rx + n > c->tx) {
-		conn_log(
-			w, c,
-			"the server sent %llu bytes more than it was sent (protocol error)",
-			(unsigned long long)(c->rx + n - c->tx));
+		conn_log(w, c, "protocol error: %llu bytes more than were sent",
+			 (unsigned long long)(c->rx + n - c->tx));
 		conn_fail(w, c, -1);
 		return;
 	}
@@ -455,10 +453,8 @@ void conn_on_data(struct worker *w, struct conn *c, const uint8_t *p, size_t n,
 		if (c->bad) {
 			BUMP(w->st.mismatches, 1);
 			if (LOAD(w->st.mismatches) <= 3)
-				conn_log(
-					w, c,
-					"echo of request %llu does not match what was sent",
-					(unsigned long long)(c->rx / f - 1));
+				conn_log(w, c, "echo of request %llu differs",
+					 (unsigned long long)(c->rx / f - 1));
 			c->bad = false;
 		}
 	}
