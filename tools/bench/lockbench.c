@@ -47,6 +47,9 @@ static const char *const lock_names[L_NR] = {
 	[L_PSPIN] = "pthread-spin",
 };
 
+static struct ao_spin_tune opt_tune;
+static bool opt_have_tune;
+
 union any_lock {
 	struct ao_spinlock ao;
 	struct seed_lock seed;
@@ -69,6 +72,10 @@ static void lock_init(int kind, union any_lock *l)
 	switch (kind) {
 	case L_AORTA:
 		ao_spin_init(&l->ao);
+		if (opt_have_tune && ao_spin_set_tune(&l->ao, &opt_tune)) {
+			fprintf(stderr, "lockbench: bad --tune\n");
+			exit(2);
+		}
 		break;
 	case L_SEED:
 		seed_lock_init(&l->seed);
@@ -177,15 +184,17 @@ struct worker {
 	uint64_t cs_ns, work_ns;
 	uint64_t count;
 	uint64_t max_cyc;
+	uint64_t cpu_ns; /* this thread's CPU time in the cell */
 	uint32_t hist[HIST_BUCKETS];
 } __ao_cacheline_aligned;
 
 static __ao_always_inline void worker_body(int kind, struct worker *w)
 {
 	union any_lock *l = &w->sh->lock;
-	uint64_t n = 0, max = 0;
+	uint64_t n = 0, max = 0, cpu0;
 
 	pthread_barrier_wait(w->start);
+	cpu0 = bench_thread_cpu_ns();
 	while (!__atomic_load_n(w->stop, __ATOMIC_RELAXED)) {
 		uint64_t t0 = ao_cycles(), d;
 
@@ -204,6 +213,7 @@ static __ao_always_inline void worker_body(int kind, struct worker *w)
 	}
 	w->count = n;
 	w->max_cyc = max;
+	w->cpu_ns = bench_thread_cpu_ns() - cpu0;
 }
 
 #define DEFINE_WORKER(name, kind)             \
@@ -228,7 +238,13 @@ struct cell {
 	double acq_per_s;
 	double cpu_s_per_m; /* process CPU seconds per million acquisitions */
 	double fairness; /* min / max per-thread acquisitions */
+	/* Where unfairness comes from: the scheduler (min / max per-thread
+	 * CPU time) or the lock (min / max acquisitions per CPU second). */
+	double cpu_fair, lock_fair;
 	double p99_ns, max_ns;
+	/* Throughput against mutex and seed: the median of the ratios of
+	 * runs made side by side, which cancels the machine's drift. */
+	double vs_mutex, vs_seed;
 	struct ao_spin_stats st; /* aorta only */
 	bool have_st;
 };
@@ -254,6 +270,7 @@ static void run_cell(int kind, int threads, uint64_t cs_ns, uint64_t work_ns,
 	int stop = 0;
 	uint64_t t0, t1, cpu0, cpu1, total = 0, mn = UINT64_MAX, mx = 0;
 	uint64_t max_cyc = 0, seen = 0, rank;
+	double cmn = 1e30, cmx = 0, rmn = 1e30, rmx = 0;
 
 	if (!sh || !w || !tid) {
 		perror("lockbench");
@@ -291,6 +308,14 @@ static void run_cell(int kind, int threads, uint64_t cs_ns, uint64_t work_ns,
 		mx = w[i].count > mx ? w[i].count : mx;
 		if (w[i].max_cyc > max_cyc)
 			max_cyc = w[i].max_cyc;
+		cmn = fmin(cmn, (double)w[i].cpu_ns);
+		cmx = fmax(cmx, (double)w[i].cpu_ns);
+		if (w[i].cpu_ns) {
+			double r = (double)w[i].count / (double)w[i].cpu_ns;
+
+			rmn = fmin(rmn, r);
+			rmx = fmax(rmx, r);
+		}
 		for (unsigned int b = 0; b < HIST_BUCKETS; b++)
 			hist[b] += w[i].hist[b];
 	}
@@ -305,6 +330,8 @@ static void run_cell(int kind, int threads, uint64_t cs_ns, uint64_t work_ns,
 	c->cpu_s_per_m =
 		total ? (double)(cpu1 - cpu0) / 1e9 / ((double)total / 1e6) : 0;
 	c->fairness = mx ? (double)mn / (double)mx : 0;
+	c->cpu_fair = cmx > 0 ? cmn / cmx : 0;
+	c->lock_fair = rmx > 0 ? rmn / rmx : 0;
 	rank = (uint64_t)ceil((double)total * 0.99);
 	for (unsigned int b = 0; b < HIST_BUCKETS; b++) {
 		seen += hist[b];
@@ -502,16 +529,21 @@ static int run_pairs(const char *name, long n)
 /* ---- options ---- */
 
 static long opt_pairs = -1;
+static const char *opt_locks; /* --locks=a,b: only these */
 static const char *opt_lock = "aorta";
 static int opt_threads[8] = { 1, 2, 4, 8, 16 };
 static int opt_nthreads = 5;
-static double opt_work_factor = 4.0;
+static double opt_work_factor = 1.0;
 
 static bool extra_opt(const char *a)
 {
 	if (!strncmp(a, "--pairs=", 8)) {
 		opt_pairs = atol(a + 8);
 		return opt_pairs >= 0;
+	}
+	if (!strncmp(a, "--locks=", 8)) {
+		opt_locks = a + 8;
+		return true;
 	}
 	if (!strncmp(a, "--lock=", 7)) {
 		opt_lock = a + 7;
@@ -520,6 +552,15 @@ static bool extra_opt(const char *a)
 	if (!strncmp(a, "--work=", 7)) {
 		opt_work_factor = atof(a + 7);
 		return opt_work_factor >= 0;
+	}
+	if (!strncmp(a, "--tune=", 7)) {
+		unsigned int s, y, t;
+
+		if (sscanf(a + 7, "%u,%u,%u", &s, &y, &t) != 3)
+			return false;
+		opt_tune = (struct ao_spin_tune){ s, y, t };
+		opt_have_tune = true;
+		return true;
 	}
 	if (!strncmp(a, "--threads=", 10)) {
 		const char *p = a + 10;
@@ -547,10 +588,29 @@ static bool extra_opt(const char *a)
 static const char extra_usage[] =
 	"  --threads=LIST  thread counts (default 1,2,4,8,16)\n"
 	"  --work=F        work between acquisitions, in critical sections "
-	"(4)\n"
+	"(1)\n"
+	"  --tune=S,Y,T    aorta's spin_ns, yields, starve_ns (default: "
+	"built in)\n"
+	"  --locks=LIST    only these locks (the ratios need mutex, seed)\n"
 	"  --pairs=N       only N uncontended lock+unlock pairs of --lock\n"
 	"  --lock=L        aorta, seed, mutex, mutex-adaptive, pthread-spin, "
 	"none";
+
+/* Is lock kind k in --locks (a comma-separated list)? */
+static bool lock_selected(int k)
+{
+	size_t n = strlen(lock_names[k]);
+
+	for (const char *p = opt_locks; p && *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+
+		if (len == n && !strncmp(p, lock_names[k], n))
+			return true;
+		p = e ? e + 1 : p + len;
+	}
+	return !opt_locks;
+}
 
 /* ---- output ---- */
 
@@ -583,6 +643,8 @@ static void cell_median(struct cell *runs, int n, struct cell *out)
 	MED(acq_per_s);
 	MED(cpu_s_per_m);
 	MED(fairness);
+	MED(cpu_fair);
+	MED(lock_fair);
 	MED(p99_ns);
 	MED(max_ns);
 #undef MED
@@ -597,9 +659,21 @@ static double ratio(double a, double b)
 	return b > 0 ? a / b : 0;
 }
 
+static void paired_ratios(struct cell runs[L_NR][64], int n, int k,
+			  const bool *ok, struct cell *out)
+{
+	double vm[64], vs[64];
+
+	for (int r = 0; r < n; r++) {
+		vm[r] = ratio(runs[k][r].acq_per_s, runs[L_MUTEX][r].acq_per_s);
+		vs[r] = ratio(runs[k][r].acq_per_s, runs[L_SEED][r].acq_per_s);
+	}
+	out->vs_mutex = ok[L_MUTEX] ? median_of(vm, n) : 0;
+	out->vs_seed = ok[L_SEED] ? median_of(vs, n) : 0;
+}
+
 static void print_cell_json(int kind, int threads, uint64_t cs, uint64_t work,
-			    const struct cell *c, const struct cell *mutex,
-			    const struct cell *seed)
+			    const struct cell *c, const struct cell *mutex)
 {
 	bench_json_begin("lockbench");
 	bench_json_str("scenario", "contended");
@@ -610,10 +684,12 @@ static void print_cell_json(int kind, int threads, uint64_t cs, uint64_t work,
 	bench_json_num("acq_per_s", c->acq_per_s);
 	bench_json_num("cpu_s_per_m", c->cpu_s_per_m);
 	bench_json_num("fairness", c->fairness);
+	bench_json_num("cpu_fairness", c->cpu_fair);
+	bench_json_num("fairness_per_cpu", c->lock_fair);
 	bench_json_num("p99_ns", c->p99_ns);
 	bench_json_num("max_ns", c->max_ns);
-	bench_json_num("vs_mutex", ratio(c->acq_per_s, mutex->acq_per_s));
-	bench_json_num("vs_seed", ratio(c->acq_per_s, seed->acq_per_s));
+	bench_json_num("vs_mutex", c->vs_mutex);
+	bench_json_num("vs_seed", c->vs_seed);
 	bench_json_num("max_vs_mutex", ratio(c->max_ns, mutex->max_ns));
 	if (c->have_st) {
 		double all = (double)(c->st.fast + c->st.phase1 + c->st.phase2 +
@@ -639,8 +715,7 @@ static void fmt_ns(char *buf, size_t n, double ns)
 		snprintf(buf, n, "%.1fms", ns / 1e6);
 }
 
-static void print_cell_text(int kind, int threads, const struct cell *c,
-			    const struct cell *mutex, const struct cell *seed)
+static void print_cell_text(int kind, int threads, const struct cell *c)
 {
 	char p99[32], mx[32], ph[64] = "";
 
@@ -657,10 +732,11 @@ static void print_cell_text(int kind, int threads, const struct cell *c,
 			 100.0 * (double)c->st.phase2 / all,
 			 100.0 * (double)c->st.phase3 / all);
 	}
-	printf("%3d %-14s %8.3f %8.3f %5.2f %9s %9s %6.2fx %6.2fx  %s\n",
+	printf("%3d %-14s %7.3f %7.3f %4.2f %4.2f %4.2f %8s %8s %5.2fx "
+	       "%5.2fx  %s\n",
 	       threads, lock_names[kind], c->acq_per_s / 1e6, c->cpu_s_per_m,
-	       c->fairness, p99, mx, ratio(c->acq_per_s, mutex->acq_per_s),
-	       ratio(c->acq_per_s, seed->acq_per_s), ph);
+	       c->fairness, c->cpu_fair, c->lock_fair, p99, mx, c->vs_mutex,
+	       c->vs_seed, ph);
 }
 
 static int nfail;
@@ -689,20 +765,16 @@ static void print_targets(void)
 		for (int ti = 0; ti < opt_nthreads; ti++) {
 			const struct cell *a = &res[ci][ti][L_AORTA];
 			const struct cell *m = &res[ci][ti][L_MUTEX];
-			const struct cell *s = &res[ci][ti][L_SEED];
 			int t = opt_threads[ti];
 
 			if (t < 4 || !res_ok[ci][ti][L_AORTA] ||
 			    !res_ok[ci][ti][L_MUTEX] || !res_ok[ci][ti][L_SEED])
 				continue;
-			target(ratio(a->acq_per_s, m->acq_per_s) >= want &&
-				       ratio(a->acq_per_s, s->acq_per_s) >=
-					       0.95,
+			target(a->vs_mutex >= want && a->vs_seed >= 0.95,
 			       "cs %4lluns t%-2d throughput %.2fx mutex "
 			       "(>= %.1f), %.2fx seed (>= 0.95)",
-			       (unsigned long long)cs_list[ci], t,
-			       ratio(a->acq_per_s, m->acq_per_s), want,
-			       ratio(a->acq_per_s, s->acq_per_s));
+			       (unsigned long long)cs_list[ci], t, a->vs_mutex,
+			       want, a->vs_seed);
 			if (t != 16)
 				continue;
 			target(a->fairness >= 0.6 && a->max_ns <= 2 * m->max_ns,
@@ -733,10 +805,11 @@ static void print_targets(void)
 int main(int argc, char **argv)
 {
 	struct bench_opts o;
+	struct cell warm;
 	char name[96];
 	int reps[2];
 
-	bench_parse(argc, argv, &o, 0.5, 3, extra_usage, extra_opt);
+	bench_parse(argc, argv, &o, 1.0, 3, extra_usage, extra_opt);
 	ao_clock_calibrate();
 	if (opt_pairs >= 0)
 		return run_pairs(opt_lock, opt_pairs);
@@ -747,20 +820,31 @@ int main(int argc, char **argv)
 	reps[0] = o.quick ? 30 : 200;
 	reps[1] = o.quick ? 5 : 25;
 
-	if (!o.json)
+	if (!o.json) {
+		struct ao_spinlock l = AO_SPINLOCK_INIT;
+		struct ao_spin_tune t = opt_tune;
+
+		if (!opt_have_tune)
+			ao_spin_get_tune(&l, &t);
 		printf("lockbench: %ld CPUs, %s, %.2fs per cell, %d run%s "
 		       "(medians), work between acquisitions = %.1f x the "
-		       "critical section\n",
+		       "critical section\n"
+		       "aorta: spin %uns, %u yields, starve %uns\n",
 		       sysconf(_SC_NPROCESSORS_ONLN), ao_arch_name(), o.seconds,
-		       o.runs, o.runs > 1 ? "s" : "", opt_work_factor);
+		       o.runs, o.runs > 1 ? "s" : "", opt_work_factor,
+		       t.spin_ns, t.yields, t.starve_ns);
+	}
+	/* Warm up (CPU frequency, page faults, the scheduler's view of this
+	 * process) so that the first cell is not the odd one out. */
+	run_cell(L_MUTEX, 2, 50, 50, o.quick ? 0.05 : 0.2, &warm);
 	for (size_t ci = 0; ci < NCS; ci++) {
 		uint64_t cs = cs_list[ci];
 		uint64_t work = (uint64_t)((double)cs * opt_work_factor);
 
 		if (!o.json)
 			printf("\ncritical section %lluns, work between %lluns\n"
-			       "thr lock             Macq/s  cpu-s/M  fair "
-			       "      p99       max vs-mutx vs-seed  aorta "
+			       "thr lock            Macq/s cpu-s/M fair cpuf "
+			       "f/cpu     p99      max vsmtx vsseed aorta "
 			       "fast/p1/p2/p3 %%\n",
 			       (unsigned long long)cs,
 			       (unsigned long long)work);
@@ -774,7 +858,8 @@ int main(int argc, char **argv)
 					snprintf(name, sizeof(name),
 						 "%s/t%d/cs%llu", lock_names[k],
 						 t, (unsigned long long)cs);
-					if (!bench_selected(&o, name))
+					if (!bench_selected(&o, name) ||
+					    !lock_selected(k))
 						continue;
 					run_cell(k, t, cs, work, o.seconds,
 						 &runs[k][r]);
@@ -784,18 +869,20 @@ int main(int argc, char **argv)
 				if (res_ok[ci][ti][k])
 					cell_median(runs[k], nr,
 						    &res[ci][ti][k]);
+			for (int k = 0; k < L_NR; k++)
+				if (res_ok[ci][ti][k])
+					paired_ratios(runs, nr, k,
+						      res_ok[ci][ti],
+						      &res[ci][ti][k]);
 			for (int k = 0; k < L_NR; k++) {
 				if (!res_ok[ci][ti][k])
 					continue;
 				if (o.json)
 					print_cell_json(k, t, cs, work,
 							&res[ci][ti][k],
-							&res[ci][ti][L_MUTEX],
-							&res[ci][ti][L_SEED]);
+							&res[ci][ti][L_MUTEX]);
 				else
-					print_cell_text(k, t, &res[ci][ti][k],
-							&res[ci][ti][L_MUTEX],
-							&res[ci][ti][L_SEED]);
+					print_cell_text(k, t, &res[ci][ti][k]);
 			}
 		}
 	}
@@ -809,7 +896,7 @@ int main(int argc, char **argv)
 			snprintf(name, sizeof(name), "%s/handoff%llu",
 				 lock_names[k],
 				 (unsigned long long)hold_list[hi] / 1000);
-			if (!bench_selected(&o, name))
+			if (!bench_selected(&o, name) || !lock_selected(k))
 				continue;
 			run_handoff(k, hold_list[hi], reps[hi], &hres[hi][k]);
 			hres_ok[hi][k] = true;
