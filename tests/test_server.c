@@ -9,6 +9,7 @@
  * Loopback only, ephemeral ports, bounded by a watchdog.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <aorta/core/bufpool.h>
 #include <aorta/core/exec.h>
@@ -936,6 +938,176 @@ static void test_rings(void **state)
 	t_watchdog_disarm();
 }
 
+/* ---- running out of buffers, and out of descriptors ---- */
+
+struct writer {
+	int fd;
+	const uint8_t *p;
+	size_t n;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+
+	for (size_t off = 0; off < w->n; off += 1000)
+		cl_write(w->fd, w->p + off,
+			 w->n - off < 1000 ? w->n - off : 1000);
+	return NULL;
+}
+
+/* A tiny pool and stalled handlers: receives find no buffer (ENOBUFS on
+ * the buffer ring, or the framer's allocator fails), which is counted and
+ * waited out; once the handlers go on, every byte arrives, in order. */
+static void pool_exhausted(void **state, enum ao_frame_kind kind)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	size_t total = kind == AO_FRAME_RAW ? 120000 : 200 * 102;
+	uint8_t *out = malloc(total), *in = malloc(total);
+	struct writer w;
+	pthread_t t;
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.framing.kind = kind;
+	cfg.pool_buffers = 24;
+	cfg.ring_buffers = 8;
+	t_watchdog_arm(60, "pool exhausted");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	if (kind == AO_FRAME_RAW) {
+		for (size_t i = 0; i < total; i++)
+			out[i] = (uint8_t)(i * 7 % 251);
+	} else {
+		for (uint32_t i = 0, off = 0; i < 200; i++) {
+			uint8_t p[100];
+
+			memset(p, (int)i, sizeof(p));
+			memcpy(p, &i, 4);
+			off += (uint32_t)pkt_encode(out + off, p, sizeof(p));
+		}
+	}
+	__atomic_store_n(&t_stall, 1, __ATOMIC_RELEASE);
+	w = (struct writer){ .fd = fd, .p = out, .n = total };
+	assert_int_equal(pthread_create(&t, NULL, writer_main, &w), 0);
+	WAIT_UNTIL(({
+			   get_stats(srv, &st);
+			   st.enobufs > 0;
+		   }),
+		   10000);
+	t_sleep_ns(20000000);
+	__atomic_store_n(&t_stall, 0, __ATOMIC_RELEASE);
+	assert_int_equal(cl_read(fd, in, total), 0);
+	assert_memory_equal(in, out, total);
+	pthread_join(t, NULL);
+	close(fd);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	finish(srv);
+	free(out);
+	free(in);
+	t_watchdog_disarm();
+}
+
+static void test_pool_exhausted_raw(void **state)
+{
+	pool_exhausted(state, AO_FRAME_RAW);
+}
+
+static void test_pool_exhausted_framed(void **state)
+{
+	pool_exhausted(state, AO_FRAME_LEN16);
+}
+
+static int highest_fd(void)
+{
+	int hi = 0;
+
+	for (int fd = 0; fd < 4096; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			hi = fd;
+	return hi;
+}
+
+/* Out of descriptors: connections beyond are accepted and closed with the
+ * spare descriptor, and the ring backs off instead of spinning. */
+static void test_emfile(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	struct rlimit old, low;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fds[6], hi, nfill = 0, fill[4096];
+	int connected = 0, echoed = 0, refused = 0, started;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	t_watchdog_arm(30, "EMFILE");
+	reset_counters();
+	assert_int_equal(ao_server_create(&cfg, &srv), 0);
+	for (int i = 0; i < 6; i++)
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Fill the holes below the highest descriptor, then leave room for
+	 * what start opens (listener, eventfd, spare, ring or epoll fd) and
+	 * two accepts.  Before start: io_uring reads the limit when it
+	 * prepares the accept. */
+	hi = highest_fd();
+	for (;;) {
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		assert_true(fd >= 0);
+		fill[nfill++] = fd;
+		if (fd > hi)
+			break;
+	}
+	hi = highest_fd();
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = (rlim_t)hi + 1 + 4 + 2;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	/* No asserts until the limit is back: a failure must not leave the
+	 * rest of the runner without descriptors. */
+	started = ao_server_start(srv);
+	sa.sin_port = htons(ao_server_port(srv));
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	for (int i = 0; i < 6 && !started; i++)
+		connected += connect(fds[i], (struct sockaddr *)&sa,
+				     sizeof(sa)) == 0;
+	for (int i = 0; i < 2 && !started; i++) {
+		char got[8];
+
+		cl_send_pkt(fds[i], "in", 2);
+		echoed += cl_recv_pkt(fds[i], got, sizeof(got)) == 2;
+	}
+	for (int i = 2; i < 6 && !started; i++)
+		refused += cl_closed_within(fds[i], 5000);
+	/* No spinning: one error per 10 ms back-off at most. */
+	t_sleep_ns(200000000);
+	get_stats(srv, &st);
+	setrlimit(RLIMIT_NOFILE, &old);
+	for (int i = 0; i < nfill; i++)
+		close(fill[i]);
+	for (int i = 2; i < 6; i++)
+		close(fds[i]);
+	assert_int_equal(started, 0);
+	assert_int_equal(connected, 6);
+	assert_int_equal(echoed, 2);
+	assert_int_equal(refused, 4);
+	assert_true(st.accept_errors >= 1);
+	assert_true(st.accept_errors < 100);
+	assert_int_equal(st.rejected, 4);
+	assert_int_equal(st.accepted, 2);
+	/* The limit is gone: accepting works again (after the back-off). */
+	fds[2] = cl_connect(ao_server_port(srv));
+	echo_once(fds[2], "back");
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 3, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
 /* ---- backend selection ---- */
 
 static void test_backend_env(void **state)
@@ -1061,6 +1233,9 @@ int main(void)
 		BOTH(test_local_close),
 		BOTH(test_rings),
 		BOTH(test_shared_exec_pool),
+		BOTH(test_pool_exhausted_raw),
+		BOTH(test_pool_exhausted_framed),
+		BOTH(test_emfile),
 		BOTH(test_order),
 	};
 	struct ao_server_config cfg;
