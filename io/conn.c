@@ -475,6 +475,24 @@ void io_conn_close_hard(struct ao_conn *c, enum ao_close_reason why)
 	c->ring->be->close(c->ring, c);
 }
 
+void io_conn_abandon(struct ao_conn *c)
+{
+	if (c->state == CONN_OPEN)
+		c->reason = AO_CLOSE_SHUTDOWN;
+	if (c->state < CONN_CLOSING) {
+		c->state = CONN_CLOSING;
+		ao_spin_lock(&c->sq_lock);
+		/* Release: as in io_conn_close_hard(). */
+		__atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
+		ao_spin_unlock(&c->sq_lock);
+		free_held(c);
+		ao_framer_reset(&c->framer);
+	}
+	c->send_busy = false;
+	c->ops = 0;
+	io_conn_finish(c);
+}
+
 static void sendq_flush(struct ao_conn *c)
 {
 	struct sendq_node *n;

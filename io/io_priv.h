@@ -27,7 +27,7 @@
 #define IO_RX_BURST 16 /* epoll: reads per readiness before moving on */
 #define IO_EMFILE_BACKOFF_NS 10000000ull /* accept retry after EMFILE */
 #define IO_STARVED_POLL_NS 1000000ull /* retry starved work this often */
-#define IO_STOP_GRACE_NS 2000000000ull /* after the drain, for on_close */
+#define IO_STOP_GRACE_NS 1000000000ull /* after the drain, for on_close */
 
 /* Mailbox bits (conn->mb_flags): what other threads ask the ring to do. */
 #define MB_QUEUED 0x01u /* on the ring's mailbox stack */
@@ -212,6 +212,8 @@ void io_conn_close_hard(struct ao_conn *c, enum ao_close_reason why);
 /* Close once the backlog and the send queue are empty, or by deadline. */
 void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
 			    uint64_t deadline_ns);
+/* The ring is gone (backend torn down): close c without the backend. */
+void io_conn_abandon(struct ao_conn *c);
 /* Backend: no operation on the socket is left; close it, queue on_close. */
 void io_conn_finish(struct ao_conn *c);
 /* Fill c->iov from the send queue; returns the number of entries. */

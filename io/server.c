@@ -477,6 +477,12 @@ static void *ring_main(void *arg)
 		__atomic_store_n(&r->sleeping, 0, __ATOMIC_RELAXED);
 	}
 	r->be->fini(r);
+	/* Out of time: no operation can complete now, so finish by hand
+	 * what is left (handlers still running will put theirs later;
+	 * ao_server_destroy() waits for that). */
+	while (r->conns)
+		io_conn_abandon(r->conns);
+	tls_ring = NULL;
 	return NULL;
 }
 
@@ -671,8 +677,25 @@ int ao_server_destroy(struct ao_server *srv)
 	if (!srv)
 		return 0;
 	ao_server_stop(srv);
-	for (unsigned int i = 0; i < srv->cfg.rings; i++)
-		alive += srv->rings[i].nalive;
+	/* Handlers that outlived the drain still hold conns: with the ring
+	 * threads gone, this thread plays their part (mailbox, reaping) for
+	 * up to another drain timeout. */
+	for (unsigned int i = 0; i < srv->cfg.rings; i++) {
+		struct io_ring *r = &srv->rings[i];
+		uint64_t end =
+			io_now() + srv->cfg.drain_timeout_ms * 1000000ull;
+
+		tls_ring = r;
+		for (;;) {
+			io_ring_drain_mailbox(r);
+			io_ring_reap(r);
+			if (!r->nalive || io_now() >= end)
+				break;
+			usleep(1000);
+		}
+		tls_ring = NULL;
+		alive += r->nalive;
+	}
 	if (alive) {
 		fprintf(stderr,
 			"aorta: ao_server_destroy: %u connection%s still "

@@ -832,6 +832,40 @@ static void test_stop_in_flight(void **state)
 	t_watchdog_disarm();
 }
 
+/* A handler still stuck when the drain time is up: stop says so, and
+ * destroy waits for it to finish, after which everything is back. */
+static void test_stop_timeout(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	uint64_t t0;
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.drain_timeout_ms = 200;
+	t_watchdog_arm(30, "stop timeout");
+	srv = start(&cfg);
+	fd = cl_connect(ao_server_port(srv));
+	__atomic_store_n(&t_stall, 1, __ATOMIC_RELEASE);
+	cl_send_pkt(fd, "stuck", 5);
+	WAIT_UNTIL(({
+			   get_stats(srv, &st);
+			   st.packets_in == 1;
+		   }),
+		   5000);
+	t0 = t_now_ns();
+	assert_int_equal(ao_server_stop(srv), -ETIMEDOUT);
+	assert_true(t_now_ns() - t0 < 5000000000ull);
+	assert_int_equal(closes(AO_CLOSE_SHUTDOWN), 0); /* still stuck */
+	__atomic_store_n(&t_stall, 0, __ATOMIC_RELEASE);
+	/* The pool is the server's: its destroy fails if a buffer is out. */
+	assert_int_equal(ao_server_destroy(srv), 0);
+	assert_int_equal(closes(AO_CLOSE_SHUTDOWN), 1);
+	close(fd);
+	t_watchdog_disarm();
+}
+
 static void h_keep_open(struct ao_conn *c, void *arg)
 {
 	(void)arg;
@@ -1229,6 +1263,7 @@ int main(void)
 		BOTH(test_backpressure),
 		BOTH(test_idle_timeout),
 		BOTH(test_stop_in_flight),
+		BOTH(test_stop_timeout),
 		BOTH(test_send_after_close),
 		BOTH(test_local_close),
 		BOTH(test_rings),
