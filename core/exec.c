@@ -312,19 +312,28 @@ void ao__exec_wake_all(struct ao_exec *ex)
 /* ---- the bound ---- */
 
 /* Take a capacity slot if one is free. */
-static bool room_try(struct ao_exec *ex)
+/* Take up to want capacity slots; how many were free. */
+static int64_t room_take(struct ao_exec *ex, int64_t want)
 {
 	/* SEQ_CST: pairs with the SEQ_CST prepare in room_wait() and the
 	 * fence in flush_credit()'s notify (see there). */
 	int64_t v = __atomic_load_n(&ex->queued, __ATOMIC_SEQ_CST);
 
 	while (v < ex->capacity) {
-		if (__atomic_compare_exchange_n(&ex->queued, &v, v + 1, true,
+		int64_t n = ex->capacity - v < want ? ex->capacity - v : want;
+
+		if (__atomic_compare_exchange_n(&ex->queued, &v, v + n, true,
 						__ATOMIC_SEQ_CST,
 						__ATOMIC_SEQ_CST))
-			return true;
+			return n;
 	}
-	return false;
+	return 0;
+}
+
+/* Take one capacity slot if one is free. */
+static bool room_try(struct ao_exec *ex)
+{
+	return room_take(ex, 1) == 1;
 }
 
 /* External submitter: take a slot, waiting for one if blocking. */
@@ -333,10 +342,20 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 	for (;;) {
 		uint32_t key;
 
+		uint64_t end;
+
 		if (room_try(ex))
 			return 0;
 		if (!blocking)
 			return -EAGAIN;
+		/* Workers give room back every few items: spin a little
+		 * before paying two system calls to sleep and be woken. */
+		end = ao_cycles() + ex->spin_cycles;
+		while (LOAD(ex->queued) >= ex->capacity &&
+		       !LOAD(ex->stopping) && ao_cycles() < end)
+			cpu_relax();
+		if (room_try(ex))
+			return 0;
 		/* SEQ_CST RMW in prepare, then SEQ_CST loads: either we see
 		 * the room a worker gave back, or its notify sees us. */
 		key = ao_ec_prepare(&ex->room_ec);
@@ -367,9 +386,24 @@ static void flush_credit(struct ao_worker *w)
 	ao_ec_notify_all(&ex->room_ec);
 }
 
+/*
+ * A worker's credit is the capacity slots it holds that no queued item
+ * occupies: those of items it started, and spares it took in a batch.  Its
+ * own submits use them first, so a worker that spawns as much as it runs
+ * (fork-join, a tree) touches the shared counter once per batch, not twice
+ * per item.  Fewer than credit_batch are held; a blocked submitter, or the
+ * worker going idle, gets them all back.
+ */
 static inline void item_started(struct ao_worker *w)
 {
-	if (w->ex->capacity && ++w->credit >= w->ex->credit_batch)
+	struct ao_exec *ex = w->ex;
+
+	if (!ex->capacity)
+		return;
+	/* The relaxed peek at room_ec is a hint only: a waiter we miss
+	 * gets the slots at the next flush (batch full, or idle). */
+	if (++w->credit >= ex->credit_batch ||
+	    unlikely(LOAD(ex->room_ec.word) & AO__EC_WAITERS))
 		flush_credit(w);
 }
 
@@ -561,23 +595,33 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 	flush_credit(w);
 	notify_drainers(ex);
 	for (;;) {
+		uint64_t end;
+
 		if (!w->searching && 2 * LOAD(ex->nsearching) < ex->nworkers)
 			start_searching(w);
-		if (w->searching) {
-			uint64_t end = ao_cycles() + ex->spin_cycles;
-
-			do {
-				if (work_visible(ex)) {
-					x = find_work(w);
-					if (x) {
+		/*
+		 * A searcher spins the whole budget.  The others (not
+		 * counted, so submits still wake sleepers for them) spin an
+		 * eighth of it: when work trickles in from a producer a
+		 * little slower than the workers, a worker that ran dry
+		 * would otherwise enter park() between every two items,
+		 * and each time the producer would see a prepared waiter
+		 * and pay a futex wake for it.
+		 */
+		end = ao_cycles() +
+		      (w->searching ? ex->spin_cycles : ex->spin_cycles / 8);
+		do {
+			if (work_visible(ex)) {
+				x = find_work(w);
+				if (x) {
+					if (w->searching)
 						stop_searching(w);
-						return x;
-					}
+					return x;
 				}
-				for (int i = 0; i < 8; i++)
-					cpu_relax();
-			} while (ao_cycles() < end && !LOAD(ex->exiting));
-		}
+			}
+			for (int i = 0; i < 8; i++)
+				cpu_relax();
+		} while (ao_cycles() < end && !LOAD(ex->exiting));
 		if (!park(w))
 			return NULL;
 		x = find_work(w);
@@ -737,9 +781,15 @@ static int accept_worker(struct ao_worker *w, bool blocking, bool can_inline)
 		__atomic_fetch_add(&ex->rejected, 1, __ATOMIC_RELAXED);
 		return -ESHUTDOWN;
 	}
-	if (ex->capacity && !room_try(ex)) {
-		flush_credit(w);
-		if (!room_try(ex)) {
+	if (ex->capacity && w->credit > 0) {
+		/* A slot this worker holds. */
+		w->credit--;
+	} else if (ex->capacity) {
+		int64_t n = room_take(ex, ex->credit_batch);
+
+		if (n) {
+			w->credit += n - 1;
+		} else {
 			if (!blocking) {
 				__atomic_fetch_add(&ex->rejected, 1,
 						   __ATOMIC_RELAXED);
