@@ -296,12 +296,20 @@ static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 			framing_max_payload(o->framing));
 	if (o->threads > o->conns)
 		o->threads = o->conns;
-	if (o->engine == ENGINE_URING && !engine_uring_available())
-		bad_usage("--engine=uring: this build has no io_uring engine "
-			  "(%s)",
-			  AO_CONFIG_URING ?
-				  "liburing.so.2 not found" :
-				  "liburing was not found when it was built");
+	if (o->engine == ENGINE_URING) {
+		int r = engine_uring_probe();
+
+		if (r == -ENOSYS)
+			bad_usage("--engine=uring: this build has no io_uring "
+				  "engine (no liburing when it was built)");
+		if (r) {
+			fprintf(stderr,
+				"%s: --engine=uring: io_uring is not available "
+				"here: %s\n",
+				prog, strerror(-r));
+			exit(EXIT_ERRORS);
+		}
+	}
 
 	memset(&ctx->sa, 0, sizeof(ctx->sa));
 	if (inet_pton(AF_INET, o->addr, &sin->sin_addr) == 1) {

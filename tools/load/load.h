@@ -145,7 +145,8 @@ void conn_log(struct worker *w, struct conn *c, const char *fmt, ...)
 /* The engines: run the worker's connections to the end; 0 or -1 (err). */
 int engine_epoll_run(struct worker *w);
 int engine_uring_run(struct worker *w);
-/* Is io_uring compiled in? */
-bool engine_uring_available(void);
+/* 0 if the io_uring engine can run here; -ENOSYS when it is not compiled
+ * in (no liburing at build time), or why the kernel refused a ring. */
+int engine_uring_probe(void);
 
 #endif /* AO_LOAD_H */

@@ -14,66 +14,17 @@
 #include "load.h"
 
 #if AO_CONFIG_URING
-#include <dlfcn.h>
 #include <liburing.h>
 
-/*
- * The four liburing calls that are not inline in <liburing.h>, through
- * pointers: weak references when the program is linked with -luring (and
- * the linker kept it), otherwise from liburing.so.2 at run time.  So
- * ao-load links whether or not libaorta's libs carry -luring, and the
- * engine reports itself missing only when liburing is not installed.
- */
-#pragma weak io_uring_queue_init_params
-#pragma weak io_uring_queue_exit
-#pragma weak io_uring_submit
-#pragma weak io_uring_submit_and_wait_timeout
-
-static struct {
-	int (*queue_init_params)(unsigned int entries, struct io_uring *ring,
-				 struct io_uring_params *p);
-	void (*queue_exit)(struct io_uring *ring);
-	int (*submit)(struct io_uring *ring);
-	int (*submit_and_wait_timeout)(struct io_uring *ring,
-				       struct io_uring_cqe **cqe_ptr,
-				       unsigned int wait_nr,
-				       struct __kernel_timespec *ts,
-				       sigset_t *sigmask);
-} lu;
-
-static bool lu_resolve(void)
+/* Can this process set up a ring?  (A kernel or a sandbox may say no.) */
+int engine_uring_probe(void)
 {
-	void *h;
+	struct io_uring ring;
+	int r = io_uring_queue_init(2, &ring, 0);
 
-	if (io_uring_queue_init_params && io_uring_queue_exit &&
-	    io_uring_submit && io_uring_submit_and_wait_timeout) {
-		lu.queue_init_params = io_uring_queue_init_params;
-		lu.queue_exit = io_uring_queue_exit;
-		lu.submit = io_uring_submit;
-		lu.submit_and_wait_timeout = io_uring_submit_and_wait_timeout;
-		return true;
-	}
-	h = dlopen("liburing.so.2", RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		return false;
-	*(void **)&lu.queue_init_params =
-		dlsym(h, "io_uring_queue_init_params");
-	*(void **)&lu.queue_exit = dlsym(h, "io_uring_queue_exit");
-	*(void **)&lu.submit = dlsym(h, "io_uring_submit");
-	*(void **)&lu.submit_and_wait_timeout =
-		dlsym(h, "io_uring_submit_and_wait_timeout");
-	return lu.queue_init_params && lu.queue_exit && lu.submit &&
-	       lu.submit_and_wait_timeout;
-}
-
-/* Called once from main before the workers start. */
-bool engine_uring_available(void)
-{
-	static int state; /* 0: not asked yet, 1: yes, -1: no */
-
-	if (!state)
-		state = lu_resolve() ? 1 : -1;
-	return state > 0;
+	if (!r)
+		io_uring_queue_exit(&ring);
+	return r;
 }
 
 enum { OP_RECV, OP_SEND };
@@ -93,7 +44,7 @@ static struct io_uring_sqe *get_sqe(struct io_uring *ring)
 	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 
 	if (!sqe) {
-		lu.submit(ring);
+		io_uring_submit(ring);
 		sqe = io_uring_get_sqe(ring);
 	}
 	return sqe;
@@ -202,7 +153,7 @@ static int ur_init(struct worker *w, struct io_uring *ring)
 
 		memset(&p, 0, sizeof(p));
 		p.flags = flag_sets[i];
-		r = lu.queue_init_params(entries, ring, &p);
+		r = io_uring_queue_init_params(entries, ring, &p);
 		if (r != -EINVAL)
 			break;
 	}
@@ -238,7 +189,7 @@ int engine_uring_run(struct worker *w)
 		ur_flush(w, &ring);
 		ts.tv_sec = (long long)(wait / 1000000000);
 		ts.tv_nsec = (long long)(wait % 1000000000);
-		r = lu.submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
+		r = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
 		if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY) {
 			worker_error(w, "io_uring_submit_and_wait: %s",
 				     strerror(-r));
@@ -253,15 +204,15 @@ int engine_uring_run(struct worker *w)
 		}
 		io_uring_cq_advance(&ring, seen);
 	}
-	lu.queue_exit(&ring);
+	io_uring_queue_exit(&ring);
 	return w->err[0] ? -1 : 0;
 }
 
 #else /* !AO_CONFIG_URING */
 
-bool engine_uring_available(void)
+int engine_uring_probe(void)
 {
-	return false;
+	return -ENOSYS;
 }
 
 int engine_uring_run(struct worker *w)
