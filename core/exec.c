@@ -60,12 +60,14 @@
  * Bound and backpressure
  * ----------------------
  * With capacity > 0, ex->queued counts items accepted but not started.  A
- * submit reserves a slot (CAS below the bound); a worker gives slots back
- * in batches (credit: capacity / (8 * workers), 1 to AO_EXEC_CREDIT_MAX)
- * as it starts items, and at once when it goes idle or is about to refuse
- * or inline a submit of its own, so the producer and the workers do not
- * bounce one counter per item.  A late give-back only makes the bound
- * stricter (by at most an eighth of it), never looser.  Outside the
+ * submit reserves a slot (CAS below the bound).  A worker keeps the slots
+ * of the items it starts as credit, uses them for its own submits first
+ * (taking spares a batch at a time when it has none), and gives them back
+ * in batches (capacity / (8 * workers), 1 to AO_EXEC_CREDIT_MAX), at once
+ * when it goes idle or parks in a group wait or sees a blocked submitter;
+ * so the producer and the workers do not bounce one counter per item.
+ * Held credit only makes the bound stricter (by at most an eighth of it),
+ * never looser.  Outside the
  * pool a full executor blocks the submitter on an event count (block
  * policy) or returns -EAGAIN (fail policy, and ao_exec_try_submit()
  * always).  On one of the executor's own workers a blocking submit cannot

@@ -17,6 +17,13 @@
  *	-EDEADLK	drain/destroy called from one of the executor's workers;
  *	-EINVAL		a bad argument.
  * An accepted item always runs exactly once; a refused one is not queued.
+ *
+ * Submitting from one of the executor's own workers: the item goes to that
+ * worker's deque (AO_EXEC_STEAL) or the shared queue, never blocks, and if
+ * the executor is full under the block policy the item runs at once,
+ * inline, on the submitting worker (see core/exec.c: "Bound").  Items run
+ * in no particular order (use a strand for order).  ao_exec_destroy() must
+ * not race with calls that start after it returns.
  */
 #ifndef AORTA_CORE_EXEC_H
 #define AORTA_CORE_EXEC_H

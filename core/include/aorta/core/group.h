@@ -12,6 +12,10 @@
  * while it waits, so a task that waits for its own children cannot deadlock
  * the pool, even with one worker.  ao_group_add()/ao_group_done() count work
  * that is not submitted through the group (a WaitGroup).
+ *
+ * A group may live on the waiter's stack: once ao_group_wait() returns,
+ * nothing touches it (the last ao_group_done() wakes waiters through event
+ * counts that outlive it).  At most 2^31 - 1 items may be pending.
  */
 #ifndef AORTA_CORE_GROUP_H
 #define AORTA_CORE_GROUP_H
@@ -25,9 +29,9 @@ struct ao_exec;
 
 struct ao_group {
 	struct ao_exec *exec;
-	uint32_t pending; /* added and not yet done */
-	uint32_t worker_sleepers; /* workers parked in ao_group_wait() */
-	struct ao_eventcount ec; /* other threads waiting */
+	uint32_t pending; /* not yet done (low 31 bits), a waiter sleeps */
+	uint32_t worker_sleepers; /* reserved */
+	struct ao_eventcount ec; /* reserved */
 };
 
 /* A work item that belongs to a group: fn is called with &gw->work. */
