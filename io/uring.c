@@ -72,8 +72,9 @@ struct ur_ring {
 	int mask;
 	int pending; /* buffers added but not yet published */
 	struct ao_buf **slot; /* slot[bid]: the buffer lent under bid */
-	uint16_t *missing; /* bids with no buffer (pool was empty) */
+	uint16_t *missing; /* bids with no buffer */
 	uint32_t nmissing;
+	uint32_t target; /* buffers to keep lent to the kernel */
 	bool accept_armed;
 	uint64_t efd_val;
 };
@@ -148,7 +149,7 @@ static void buf_refill(struct io_ring *r)
 {
 	struct ur_ring *u = ur(r);
 
-	while (u->nmissing) {
+	while (u->nmissing && u->nbufs - u->nmissing < u->target) {
 		struct ao_buf *b = ao_buf_get(r->srv->pool);
 
 		if (!b)
@@ -161,11 +162,20 @@ static int bufring_setup(struct io_ring *r)
 {
 	struct ur_ring *u = ur(r);
 	struct io_uring_buf_reg reg;
+	struct ao_bufpool_info info;
 	long page = sysconf(_SC_PAGESIZE);
 	int err;
 
 	u->nbufs = r->srv->cfg.ring_buffers;
 	u->mask = io_uring_buf_ring_mask(u->nbufs);
+	/* The rings together keep at most half the pool: with every buffer
+	 * lent to the kernel, the framer would wait for one forever. */
+	ao_bufpool_info(r->srv->pool, &info);
+	u->target = info.count / (2 * r->srv->cfg.rings);
+	if (u->target > u->nbufs)
+		u->target = u->nbufs;
+	if (!u->target)
+		u->target = 1;
 	u->br_len =
 		(u->nbufs * sizeof(struct io_uring_buf) + (size_t)page - 1) &
 		~((size_t)page - 1);

@@ -993,7 +993,8 @@ static void *writer_main(void *arg)
 /* A tiny pool and stalled handlers: receives find no buffer (ENOBUFS on
  * the buffer ring, or the framer's allocator fails), which is counted and
  * waited out; once the handlers go on, every byte arrives, in order. */
-static void pool_exhausted(void **state, enum ao_frame_kind kind)
+static void pool_exhausted(void **state, enum ao_frame_kind kind,
+			   uint32_t ring_buffers)
 {
 	struct ao_server_config cfg;
 	struct ao_server *srv;
@@ -1007,7 +1008,7 @@ static void pool_exhausted(void **state, enum ao_frame_kind kind)
 	base_config(&cfg, BACKEND_OR_SKIP(state));
 	cfg.framing.kind = kind;
 	cfg.pool_buffers = 24;
-	cfg.ring_buffers = 8;
+	cfg.ring_buffers = ring_buffers;
 	t_watchdog_arm(60, "pool exhausted");
 	srv = start(&cfg);
 	fd = cl_connect(ao_server_port(srv));
@@ -1046,12 +1047,19 @@ static void pool_exhausted(void **state, enum ao_frame_kind kind)
 
 static void test_pool_exhausted_raw(void **state)
 {
-	pool_exhausted(state, AO_FRAME_RAW);
+	pool_exhausted(state, AO_FRAME_RAW, 8);
 }
 
 static void test_pool_exhausted_framed(void **state)
 {
-	pool_exhausted(state, AO_FRAME_LEN16);
+	pool_exhausted(state, AO_FRAME_LEN16, 8);
+}
+
+/* A buffer ring bigger than the pool: the ring must leave the framer
+ * buffers to stitch packets into. */
+static void test_ring_bigger_than_pool(void **state)
+{
+	pool_exhausted(state, AO_FRAME_LEN16, 64);
 }
 
 static int highest_fd(void)
@@ -1270,6 +1278,7 @@ int main(void)
 		BOTH(test_shared_exec_pool),
 		BOTH(test_pool_exhausted_raw),
 		BOTH(test_pool_exhausted_framed),
+		BOTH(test_ring_bigger_than_pool),
 		BOTH(test_emfile),
 		BOTH(test_order),
 	};
