@@ -881,6 +881,93 @@ static void test_idle_burns_no_cpu(void **state)
 	run_idle(AO_EXEC_STEAL);
 }
 
+/* ---- no system call when every worker is awake ---- */
+
+static void run_busy_no_wake(enum ao_exec_kind kind)
+{
+	struct ao_exec *ex = mk(kind, 2, 0, AO_EXEC_BLOCK);
+	struct ao_exec_stats st0, st1;
+	struct gate g[2];
+	struct cnt c[1000];
+	int ran[1000] = { 0 };
+
+	t_watchdog_arm(30, "busy pool");
+	for (int i = 0; i < 2; i++) {
+		gate_init(&g[i], NULL);
+		assert_int_equal(ao_exec_submit(ex, &g[i].work), 0);
+	}
+	for (int i = 0; i < 2; i++)
+		gate_wait_entered(&g[i]);
+	assert_int_equal(ao_exec_stats(ex, &st0), 0);
+	/* Both workers are awake (running): no submit may issue a futex
+	 * wake, whatever the number of items. */
+	for (int i = 0; i < 1000; i++) {
+		ao_work_init(&c[i].work, cnt_fn);
+		c[i].ran = &ran[i];
+		assert_int_equal(ao_exec_submit(ex, &c[i].work), 0);
+	}
+	assert_int_equal(ao_exec_stats(ex, &st1), 0);
+	assert_int_equal(st1.notifies, st0.notifies);
+	assert_int_equal(st1.queued, 1000);
+	for (int i = 0; i < 2; i++)
+		gate_open(&g[i]);
+	assert_int_equal(ao_exec_drain(ex), 0);
+	t_watchdog_disarm();
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(ran[i], 1);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+}
+
+static void test_busy_pool_no_wake(void **state)
+{
+	(void)state;
+	run_busy_no_wake(AO_EXEC_SHARED);
+	run_busy_no_wake(AO_EXEC_STEAL);
+}
+
+/* ---- ao_exec_run_one() on a worker runs queued work ---- */
+
+struct helper {
+	struct ao_work work;
+	struct cnt kids[4];
+	int ran[4];
+	int helped;
+};
+
+static void helper_fn(struct ao_work *w)
+{
+	struct helper *h = container_of(w, struct helper, work);
+	struct ao_exec *ex = ao_exec_current();
+
+	for (int i = 0; i < 4; i++) {
+		ao_work_init(&h->kids[i].work, cnt_fn);
+		h->kids[i].ran = &h->ran[i];
+		assert_int_equal(ao_exec_submit(ex, &h->kids[i].work), 0);
+	}
+	/* One worker: nobody else can take them, so we run all four. */
+	while (ao_exec_run_one(ex))
+		h->helped++;
+}
+
+static void test_run_one(void **state)
+{
+	for (int k = 0; k < 2; k++) {
+		struct ao_exec *ex = mk(k ? AO_EXEC_STEAL : AO_EXEC_SHARED, 1,
+					0, AO_EXEC_BLOCK);
+		struct helper h;
+
+		(void)state;
+		memset(&h, 0, sizeof(h));
+		ao_work_init(&h.work, helper_fn);
+		assert_int_equal(ao_exec_submit(ex, &h.work), 0);
+		assert_int_equal(ao_exec_drain(ex), 0);
+		assert_int_equal(h.helped, 4);
+		for (int i = 0; i < 4; i++)
+			assert_int_equal(h.ran[i], 1);
+		assert_int_equal(ao_exec_destroy(ex), 0);
+	}
+}
+
 /* ---- statistics ---- */
 
 static void test_stats(void **state)
@@ -935,6 +1022,8 @@ int main(void)
 		cmocka_unit_test(test_destroy_runs_backlog),
 		cmocka_unit_test(test_drain_concurrent),
 		cmocka_unit_test(test_idle_burns_no_cpu),
+		cmocka_unit_test(test_busy_pool_no_wake),
+		cmocka_unit_test(test_run_one),
 		cmocka_unit_test(test_spawn_overflow),
 		cmocka_unit_test(test_worker_submit_full_no_deadlock),
 		cmocka_unit_test(test_xo_shared_unbounded),
