@@ -975,6 +975,8 @@ int ao_exec_drain(struct ao_exec *ex)
 		return -EINVAL;
 	if (worker_of(ex))
 		return -EDEADLK;
+	/* A drain may still be leaving when a destroy's own drain returns. */
+	ext_enter(ex);
 	/* SEQ_CST RMW: pairs with the fence in notify_drainers(). */
 	__atomic_fetch_add(&ex->drainers, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
@@ -987,6 +989,7 @@ int ao_exec_drain(struct ao_exec *ex)
 		ao_ec_wait(&ex->drain_ec, key, -1);
 	}
 	__atomic_fetch_sub(&ex->drainers, 1, __ATOMIC_RELAXED);
+	ext_leave(ex);
 	return 0;
 }
 
