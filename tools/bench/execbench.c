@@ -1298,6 +1298,20 @@ static void targets(void)
 	}
 }
 
+/* The 1-minute load average: how busy the shared machine was. */
+static double loadavg(void)
+{
+	double l = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f) {
+		if (fscanf(f, "%lf", &l) != 1)
+			l = -1;
+		fclose(f);
+	}
+	return l;
+}
+
 /* The ideal W2 makespan: the same spins run serially here, / workers. */
 static void w2_measure_ideal(void)
 {
@@ -1320,6 +1334,7 @@ int main(int argc, char **argv)
 	bool quick = false, progress;
 	long per_run;
 	uint64_t t_start = bench_now_ns();
+	double load0 = loadavg();
 
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--quick"))
@@ -1398,9 +1413,20 @@ int main(int argc, char **argv)
 		report_w5();
 	}
 	targets();
-	if (!opts.json)
-		printf("\n%d target%s missed; %.1f s in all\n", misses,
-		       misses == 1 ? "" : "s",
-		       (double)(bench_now_ns() - t_start) / 1e9);
+	if (opts.json) {
+		bench_json_begin("execbench");
+		bench_json_int("targets_missed", misses);
+		bench_json_num("seconds",
+			       (double)(bench_now_ns() - t_start) / 1e9);
+		bench_json_num("loadavg_start", load0);
+		bench_json_num("loadavg_end", loadavg());
+		bench_json_end();
+	} else {
+		printf("\n%d target%s missed; %.1f s in all; load average "
+		       "%.2f at the start, %.2f at the end\n",
+		       misses, misses == 1 ? "" : "s",
+		       (double)(bench_now_ns() - t_start) / 1e9, load0,
+		       loadavg());
+	}
 	return 0;
 }
