@@ -578,6 +578,13 @@ int ao_server_start(struct ao_server *srv)
 	for (i = 0; i < srv->cfg.rings; i++) {
 		struct io_ring *r = &srv->rings[i];
 
+		/* A restart after a stop begins afresh (counters go on). */
+		if (r->efd >= 0)
+			close(r->efd);
+		r->efd = -1;
+		r->stop_seen = false;
+		r->accepting = false;
+		r->accept_retry_ns = 0;
 		r->be = srv->be;
 		err = open_listener(srv, r, i ? srv->port : srv->cfg.port);
 		if (err)

@@ -1150,6 +1150,33 @@ static void test_emfile(void **state)
 	t_watchdog_disarm();
 }
 
+/* Stop, then start again: a new port, the same server. */
+static void test_restart(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	t_watchdog_arm(30, "restart");
+	srv = start(&cfg);
+	for (int round = 0; round < 3; round++) {
+		if (round)
+			assert_int_equal(ao_server_start(srv), 0);
+		fd = cl_connect(ao_server_port(srv));
+		echo_once(fd, "again");
+		close(fd);
+		WAIT_UNTIL(closes(AO_CLOSE_EOF) == (uint32_t)round + 1, 5000);
+		assert_int_equal(ao_server_stop(srv), 0);
+		assert_int_equal(ao_bufpool_in_use(ao_server_pool(srv)), 0);
+	}
+	get_stats(srv, &st);
+	assert_int_equal(st.accepted, 3);
+	assert_int_equal(ao_server_destroy(srv), 0);
+	t_watchdog_disarm();
+}
+
 /* ---- backend selection ---- */
 
 static void test_backend_env(void **state)
@@ -1275,6 +1302,7 @@ int main(void)
 		BOTH(test_send_after_close),
 		BOTH(test_local_close),
 		BOTH(test_rings),
+		BOTH(test_restart),
 		BOTH(test_shared_exec_pool),
 		BOTH(test_pool_exhausted_raw),
 		BOTH(test_pool_exhausted_framed),
