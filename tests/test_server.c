@@ -1177,6 +1177,80 @@ static void test_restart(void **state)
 	t_watchdog_disarm();
 }
 
+/* Broadcast: one packet, one buffer, sent to every session. */
+#define BC_N 5
+static struct ao_conn *bc_conns[BC_N];
+static uint32_t bc_n;
+
+static void h_bc_open(struct ao_conn *c, void *arg)
+{
+	uint32_t i = __atomic_load_n(&bc_n, __ATOMIC_RELAXED);
+
+	(void)arg;
+	bc_conns[i] = ao_conn_get(c);
+	/* Release: bc_conns[i] is visible to whoever reads bc_n. */
+	__atomic_store_n(&bc_n, i + 1, __ATOMIC_RELEASE);
+}
+
+static int h_bc_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	uint32_t n = __atomic_load_n(&bc_n, __ATOMIC_ACQUIRE);
+
+	(void)arg;
+	(void)c;
+	for (uint32_t i = 0; i < n; i++)
+		if (ao_conn_send_packet(bc_conns[i], pkt) < 0)
+			__atomic_fetch_add(&t_errors, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void test_broadcast(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fds[BC_N];
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_open = h_bc_open;
+	cfg.handlers.on_packet = h_bc_packet;
+	t_watchdog_arm(30, "broadcast");
+	__atomic_store_n(&bc_n, 0, __ATOMIC_RELAXED);
+	srv = start(&cfg);
+	/* on_open runs on the strands, in any order: connect one by one. */
+	for (uint32_t i = 0; i < BC_N; i++) {
+		fds[i] = cl_connect(ao_server_port(srv));
+		WAIT_UNTIL(__atomic_load_n(&bc_n, __ATOMIC_ACQUIRE) == i + 1,
+			   5000);
+	}
+	for (int round = 0; round < 10; round++) {
+		char msg[32], got[32];
+
+		snprintf(msg, sizeof(msg), "news %d", round);
+		cl_send_pkt(fds[round % BC_N], msg, (uint16_t)strlen(msg));
+		for (int i = 0; i < BC_N; i++) {
+			assert_int_equal(cl_recv_pkt(fds[i], got, sizeof(got)),
+					 (int)strlen(msg));
+			assert_memory_equal(got, msg, strlen(msg));
+		}
+	}
+	get_stats(srv, &st);
+	assert_int_equal(st.packets_in, 10);
+	WAIT_UNTIL(({
+			   get_stats(srv, &st);
+			   st.packets_out == 10 * BC_N;
+		   }),
+		   5000);
+	assert_int_equal(__atomic_load_n(&t_errors, __ATOMIC_RELAXED), 0);
+	for (int i = 0; i < BC_N; i++)
+		close(fds[i]);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == BC_N, 5000);
+	for (int i = 0; i < BC_N; i++)
+		ao_conn_put(bc_conns[i]);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
 /* ---- backend selection ---- */
 
 static void test_backend_env(void **state)
@@ -1303,6 +1377,7 @@ int main(void)
 		BOTH(test_local_close),
 		BOTH(test_rings),
 		BOTH(test_restart),
+		BOTH(test_broadcast),
 		BOTH(test_shared_exec_pool),
 		BOTH(test_pool_exhausted_raw),
 		BOTH(test_pool_exhausted_framed),
