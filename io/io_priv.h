@@ -181,7 +181,7 @@ struct ao_server {
 	uint16_t port;
 	bool started;
 	uint32_t stopping; /* atomic */
-	uint32_t nconns; /* atomic: open connections, every ring */
+	uint32_t nconns; /* atomic, relaxed: a count for max_conns only */
 	uint64_t next_id; /* atomic */
 	uint32_t low_water; /* resume recv at this backlog */
 	struct io_ring *rings;

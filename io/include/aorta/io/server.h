@@ -64,7 +64,9 @@ struct ao_server_config {
 	unsigned int rings; /* ring threads (SO_REUSEPORT if > 1); 0: 1 */
 	enum ao_io_backend backend; /* AO_IO_AUTO: see above */
 	struct ao_exec *exec; /* runs the handlers; NULL: the server makes
-			       * one with ao_cpu_count() workers */
+			       * one with ao_cpu_count() workers.  A bounded
+			       * one stalls the ring while full (block) or
+			       * closes the connection (fail): prefer none */
 	struct ao_bufpool *pool; /* NULL: the server makes one; buffers must
 				  * hold max_packet bytes */
 	uint32_t pool_buffers; /* buffers in the pool it makes; 0: 4096 */
