@@ -746,7 +746,7 @@ static void *worker_main(void *arg)
 			worker_error(w, "engine failed");
 		if (!w->t_end)
 			w->t_end = ao_now_ns();
-		for (i = 0; i < w->nconns; i++)
+		for (i = 0; ctx->o.rate && i < w->nconns; i++)
 			w->st.unsent +=
 				w->conns[i].n_due - w->conns[i].n_queued;
 	}

@@ -7,6 +7,7 @@
  * completions with one io_uring_enter.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <aorta/clock.h>
@@ -177,7 +178,12 @@ int engine_uring_run(struct worker *w)
 	now = ao_now_ns();
 	for (k = 0; k < w->nconns; k++) {
 		struct conn *c = &w->conns[k];
+		int fl = fcntl(c->fd, F_GETFL);
 
+		/* io_uring waits for us; a kernel that honours O_NONBLOCK
+		 * would answer -EAGAIN and spin the loop instead. */
+		if (fl >= 0)
+			fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
 		if (arm_recv(w, &ring, c))
 			conn_fail(w, c, ENOBUFS);
 		conn_fill(w, c, now);
