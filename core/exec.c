@@ -63,13 +63,14 @@
  * submit reserves a slot (CAS below the bound).  A worker keeps the slots
  * of the items it starts as credit, uses them for its own submits first
  * (taking spares a batch at a time when it has none), and gives them back
- * in batches (capacity / (8 * workers), 1 to AO_EXEC_CREDIT_MAX), at once
- * when it goes idle or parks in a group wait or sees a blocked submitter;
- * so the producer and the workers do not bounce one counter per item.
- * Held credit only makes the bound stricter (by at most an eighth of it),
- * never looser.  Outside the
- * pool a full executor blocks the submitter on an event count (block
- * policy) or returns -EAGAIN (fail policy, and ao_exec_try_submit()
+ * in batches (capacity / (8 * workers), 1 to AO_EXEC_CREDIT_MAX), and all
+ * at once when it goes idle or parks in a group wait; so the producer and
+ * the workers do not bounce one counter per item.  Held credit only makes
+ * the bound stricter (by at most an eighth of it), never looser.  Outside
+ * the pool a full executor blocks the submitter (block policy: a spin of
+ * spin_ns, then a sleep on an event count until half the capacity is
+ * free, so a fast producer sleeps once per half a queue rather than once
+ * per give-back) or returns -EAGAIN (fail policy, and ao_exec_try_submit()
  * always).  On one of the executor's own workers a blocking submit cannot
  * wait: if every worker waited for room that only workers can make, the
  * pool would deadlock (the seed's bounded pool did, 7 runs out of 7).  So a
@@ -154,6 +155,7 @@ struct ao_exec {
 	struct ao_exec_config cfg;
 	unsigned int nworkers;
 	int64_t capacity; /* 0: unbounded */
+	int64_t room_wake; /* wake blocked submitters at or below this */
 	int64_t credit_batch;
 	uint64_t spin_cycles;
 	struct ao_worker *workers;
@@ -343,7 +345,6 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 {
 	for (;;) {
 		uint32_t key;
-
 		uint64_t end;
 
 		if (room_try(ex))
@@ -358,15 +359,18 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 			cpu_relax();
 		if (room_try(ex))
 			return 0;
-		/* SEQ_CST RMW in prepare, then SEQ_CST loads: either we see
-		 * the room a worker gave back, or its notify sees us. */
+		/* Sleep until half the capacity is free (or shutdown), not
+		 * just one slot: one sleep and one wake per half a queue,
+		 * not per batch a worker gives back.  SEQ_CST RMW in
+		 * prepare, then SEQ_CST loads: either we see the room a
+		 * worker gave back, or its notify sees us. */
 		key = ao_ec_prepare(&ex->room_ec);
 		if (__atomic_load_n(&ex->stopping, __ATOMIC_SEQ_CST)) {
 			ao_ec_cancel(&ex->room_ec);
 			return -ESHUTDOWN;
 		}
-		if (__atomic_load_n(&ex->queued, __ATOMIC_SEQ_CST) <
-		    ex->capacity) {
+		if (__atomic_load_n(&ex->queued, __ATOMIC_SEQ_CST) <=
+		    ex->room_wake) {
 			ao_ec_cancel(&ex->room_ec);
 			continue;
 		}
@@ -378,14 +382,16 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 static void flush_credit(struct ao_worker *w)
 {
 	struct ao_exec *ex = w->ex;
+	int64_t v;
 
 	if (!w->credit)
 		return;
 	/* SEQ_CST RMW, then the fence in ao_ec_has_waiters(): pairs with
 	 * room_wait()'s prepare and re-check. */
-	__atomic_fetch_sub(&ex->queued, w->credit, __ATOMIC_SEQ_CST);
+	v = __atomic_sub_fetch(&ex->queued, w->credit, __ATOMIC_SEQ_CST);
 	w->credit = 0;
-	ao_ec_notify_all(&ex->room_ec);
+	if (v <= ex->room_wake)
+		ao_ec_notify_all(&ex->room_ec);
 }
 
 /*
@@ -393,8 +399,8 @@ static void flush_credit(struct ao_worker *w)
  * occupies: those of items it started, and spares it took in a batch.  Its
  * own submits use them first, so a worker that spawns as much as it runs
  * (fork-join, a tree) touches the shared counter once per batch, not twice
- * per item.  Fewer than credit_batch are held; a blocked submitter, or the
- * worker going idle, gets them all back.
+ * per item.  Fewer than credit_batch are held; the worker going idle gives
+ * them all back.
  */
 static inline void item_started(struct ao_worker *w)
 {
@@ -402,10 +408,7 @@ static inline void item_started(struct ao_worker *w)
 
 	if (!ex->capacity)
 		return;
-	/* The relaxed peek at room_ec is a hint only: a waiter we miss
-	 * gets the slots at the next flush (batch full, or idle). */
-	if (++w->credit >= ex->credit_batch ||
-	    unlikely(LOAD(ex->room_ec.word) & AO__EC_WAITERS))
+	if (++w->credit >= ex->credit_batch)
 		flush_credit(w);
 }
 
@@ -1074,6 +1077,7 @@ int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
 		ex->cfg.spin_ns = AO_EXEC_DEFAULT_SPIN_NS;
 	ex->spin_cycles = ao_ns_to_cycles(ex->cfg.spin_ns);
 	ex->capacity = (int64_t)cfg->capacity;
+	ex->room_wake = ex->capacity / 2;
 	ex->credit_batch = ex->capacity / (8 * (int64_t)ex->nworkers);
 	if (ex->credit_batch < 1)
 		ex->credit_batch = 1;
