@@ -308,6 +308,11 @@ static void notify_drainers(struct ao_exec *ex)
 		ao_ec_notify_all(&ex->drain_ec);
 }
 
+bool ao__exec_blocking(const struct ao_exec *ex)
+{
+	return ex->cfg.policy == AO_EXEC_BLOCK;
+}
+
 void ao__exec_wake_all(struct ao_exec *ex)
 {
 	ao_ec_notify_all(&ex->idle_ec);

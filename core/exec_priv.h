@@ -27,6 +27,8 @@ void ao__exec_finished(struct ao_exec *ex);
  * caller is not one of ex's workers. */
 bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
 			  void *arg);
+/* True if ex's policy is AO_EXEC_BLOCK. */
+bool ao__exec_blocking(const struct ao_exec *ex);
 /* Wake every parked worker of ex (they re-check their conditions). */
 void ao__exec_wake_all(struct ao_exec *ex);
 

@@ -144,12 +144,9 @@ static int strand_submit(struct ao_strand *s, struct ao_work *w, bool blocking)
 
 int ao_strand_submit(struct ao_strand *s, struct ao_work *work)
 {
-	struct ao_exec_config cfg;
-
 	if (!s || !s->exec)
 		return -EINVAL;
-	ao_exec_get_config(s->exec, &cfg);
-	return strand_submit(s, work, cfg.policy == AO_EXEC_BLOCK);
+	return strand_submit(s, work, ao__exec_blocking(s->exec));
 }
 
 int ao_strand_try_submit(struct ao_strand *s, struct ao_work *work)

@@ -23,7 +23,10 @@
  * the executor is full under the block policy the item runs at once,
  * inline, on the submitting worker (see core/exec.c: "Bound").  Items run
  * in no particular order (use a strand for order).  ao_exec_destroy() must
- * not race with calls that start after it returns.
+ * not race with calls that start after it returns.  A worker of one
+ * executor that blocks on another (a full submit, a group wait) is only a
+ * thread outside that other pool: two pools that wait on each other can
+ * deadlock.
  */
 #ifndef AORTA_CORE_EXEC_H
 #define AORTA_CORE_EXEC_H
