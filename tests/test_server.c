@@ -414,7 +414,13 @@ static void test_order(void **state)
 		oc[i] = (struct order_client){ .port = ao_server_port(srv),
 					       .sessions = 25,
 					       .packets = packets };
+	uint64_t t0 = t_now_ns();
+
 	t_run_threads(4, order_client, oc, sizeof(oc[0]));
+	print_message(
+		"order: %s: 100 sessions x %ld packets echoed in %llu ms\n",
+		ao_io_backend_name(cfg.backend), packets,
+		(unsigned long long)((t_now_ns() - t0) / 1000000));
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(oc[i].bad, 0);
 	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 100, 10000);
