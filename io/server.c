@@ -24,7 +24,9 @@
  * release) and advance the CQ separately.  ENOBUFS (the buffer ring ran
  * dry) ends the multishot: it is counted, the ring is refilled from the
  * pool and the recv re-armed; while the pool itself is empty the recv
- * stays down and the ring retries every millisecond.  Never fatal.
+ * stays down and the ring retries every millisecond.  Never fatal.  The
+ * buffer rings together keep at most half the pool lent to the kernel, so
+ * the framer always has buffers to stitch packets into.
  *
  * The epoll path (io/epoll.c) is the same design with readiness: level-
  * triggered EPOLLIN, read() into a pool buffer, writev() for the send
