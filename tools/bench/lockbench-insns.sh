@@ -22,7 +22,8 @@ if ! command -v valgrind >/dev/null 2>&1; then
 	exit 0
 fi
 
-make -C "$top" -s LOCK_STATS=0 O=build-nostats bench >/dev/null
+make -C "$top" -s LOCK_STATS=0 O=build-nostats \
+	build-nostats/tools/bench/lockbench >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
