@@ -708,6 +708,7 @@ static void worker_free(struct worker *w)
 {
 	uint32_t i;
 
+	engine_uring_free(w);
 	for (i = 0; w->conns && i < w->nconns; i++) {
 		if (w->conns[i].fd >= 0)
 			close(w->conns[i].fd);
@@ -734,6 +735,9 @@ static void *worker_main(void *arg)
 	int r;
 
 	w->connect_err = worker_setup(w, a->ramp_t0);
+	if (!w->connect_err && ctx->o.engine == ENGINE_URING &&
+	    engine_uring_setup(w))
+		w->connect_err = -1; /* w->err says why */
 	__atomic_fetch_add(&ctx->ready, 1, __ATOMIC_RELEASE);
 	pthread_barrier_wait(&barrier); /* main decided: run or abort */
 	if (!run_aborted) {
@@ -785,6 +789,20 @@ static void collect(struct load_ctx *ctx, struct totals *t)
 static uint64_t errors_of(const struct wstats *s)
 {
 	return s->conn_errors + s->timeouts;
+}
+
+/* The first worker that failed to set up its engine says why. */
+static void report_setup_error(const struct load_ctx *ctx)
+{
+	unsigned int i;
+
+	for (i = 0; i < ctx->o.threads; i++) {
+		if (ctx->workers[i].err[0]) {
+			fprintf(stderr, "%s: thread %u: %s\n", prog, i,
+				ctx->workers[i].err);
+			return;
+		}
+	}
 }
 
 static void on_signal(int sig)
@@ -996,7 +1014,9 @@ int main(int argc, char **argv)
 	}
 	if (err || got_signal) {
 		run_aborted = 1;
-		if (err == ENOMEM)
+		if (err == -1)
+			report_setup_error(&ctx);
+		else if (err == ENOMEM)
 			fprintf(stderr, "%s: out of memory\n", prog);
 		else if (err && err != EINTR)
 			fprintf(stderr,
@@ -1006,8 +1026,8 @@ int main(int argc, char **argv)
 		else
 			fprintf(stderr, "%s: interrupted while connecting\n",
 				prog);
-		rc = err && err != ENOMEM && err != EINTR ? EXIT_CONNECT :
-							    EXIT_ERRORS;
+		rc = err > 0 && err != ENOMEM && err != EINTR ? EXIT_CONNECT :
+								EXIT_ERRORS;
 	}
 	ctx.t0 = ao_now_ns();
 	pthread_barrier_wait(&barrier);

@@ -80,6 +80,7 @@ struct wstats {
 };
 
 struct load_ctx;
+struct io_uring;
 
 struct worker {
 	struct load_ctx *ctx;
@@ -106,6 +107,7 @@ struct worker {
 	/* The engine's part of a connection failing (epoll: leave the set). */
 	void (*on_dead)(struct worker *w, struct conn *c);
 	int epfd; /* epoll engine */
+	struct io_uring *ring; /* uring engine */
 };
 
 struct load_ctx {
@@ -145,6 +147,10 @@ void conn_log(struct worker *w, struct conn *c, const char *fmt, ...)
 /* The engines: run the worker's connections to the end; 0 or -1 (err). */
 int engine_epoll_run(struct worker *w);
 int engine_uring_run(struct worker *w);
+/* Before the load starts, on the worker's thread: 0 or -1 (err). */
+int engine_uring_setup(struct worker *w);
+/* Safe to call whether or not the ring was set up. */
+void engine_uring_free(struct worker *w);
 /* 0 if the io_uring engine can run here; -ENOSYS when it is not compiled
  * in (no liburing at build time), or why the kernel refused a ring. */
 int engine_uring_probe(void);

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <aorta/clock.h>
@@ -163,9 +164,40 @@ static int ur_init(struct worker *w, struct io_uring *ring)
 	return r;
 }
 
+/*
+ * The ring is set up before the load starts, with every worker's ring
+ * alive at once: liburing maps and unmaps rings with raw system calls,
+ * which ThreadSanitizer does not see, so a ring mapped where a finished
+ * worker's ring was would look like a race on the old one.
+ */
+int engine_uring_setup(struct worker *w)
+{
+	struct io_uring *ring = calloc(1, sizeof(*ring));
+
+	if (!ring) {
+		worker_error(w, "out of memory");
+		return -1;
+	}
+	if (ur_init(w, ring)) {
+		free(ring);
+		return -1;
+	}
+	w->ring = ring;
+	return 0;
+}
+
+void engine_uring_free(struct worker *w)
+{
+	if (w->ring) {
+		io_uring_queue_exit(w->ring);
+		free(w->ring);
+		w->ring = NULL;
+	}
+}
+
 int engine_uring_run(struct worker *w)
 {
-	struct io_uring ring;
+	struct io_uring *ring = w->ring;
 	struct io_uring_cqe *cqe;
 	struct __kernel_timespec ts;
 	uint64_t now, wait;
@@ -173,7 +205,7 @@ int engine_uring_run(struct worker *w)
 	uint32_t k;
 	int r;
 
-	if (ur_init(w, &ring))
+	if (!ring)
 		return -1;
 	now = ao_now_ns();
 	for (k = 0; k < w->nconns; k++) {
@@ -184,7 +216,7 @@ int engine_uring_run(struct worker *w)
 		 * would answer -EAGAIN and spin the loop instead. */
 		if (fl >= 0)
 			fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
-		if (arm_recv(w, &ring, c))
+		if (arm_recv(w, ring, c))
 			conn_fail(w, c, ENOBUFS);
 		conn_fill(w, c, now);
 	}
@@ -192,10 +224,10 @@ int engine_uring_run(struct worker *w)
 		wait = worker_tick(w, now);
 		if (!wait)
 			break;
-		ur_flush(w, &ring);
+		ur_flush(w, ring);
 		ts.tv_sec = (long long)(wait / 1000000000);
 		ts.tv_nsec = (long long)(wait % 1000000000);
-		r = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
+		r = io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, NULL);
 		if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY) {
 			worker_error(w, "io_uring_submit_and_wait: %s",
 				     strerror(-r));
@@ -203,14 +235,14 @@ int engine_uring_run(struct worker *w)
 		}
 		now = ao_now_ns();
 		seen = 0;
-		io_uring_for_each_cqe(&ring, head, cqe)
+		io_uring_for_each_cqe(ring, head, cqe)
 		{
-			ur_complete(w, &ring, cqe, now);
+			ur_complete(w, ring, cqe, now);
 			seen++;
 		}
-		io_uring_cq_advance(&ring, seen);
+		io_uring_cq_advance(ring, seen);
 	}
-	io_uring_queue_exit(&ring);
+	engine_uring_free(w);
 	return w->err[0] ? -1 : 0;
 }
 
@@ -219,6 +251,17 @@ int engine_uring_run(struct worker *w)
 int engine_uring_probe(void)
 {
 	return -ENOSYS;
+}
+
+int engine_uring_setup(struct worker *w)
+{
+	worker_error(w, "this build has no io_uring engine");
+	return -1;
+}
+
+void engine_uring_free(struct worker *w)
+{
+	(void)w;
 }
 
 int engine_uring_run(struct worker *w)
