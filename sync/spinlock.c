@@ -28,10 +28,10 @@
  *      the word }; the waiter count drops in the same CAS that acquires.
  *
  * Unlock: fast path CAS LOCKED -> 0 (inline), which fails whenever any
- * other bit is set.  Slow path: no waiters: word = spinners; STARVING: set HANDOFF
- * and keep LOCKED (the lock passes to a sleeper, newcomers see it busy);
- * otherwise clear LOCKED.  If there are waiters and WOKEN is clear, set
- * WOKEN and wake one.
+ * other bit is set.  Slow path: no waiters: word = spinners (only the count
+ * of spinners is kept); STARVING: set HANDOFF and keep LOCKED (the lock
+ * passes to a sleeper, newcomers see it busy); otherwise clear LOCKED.  If
+ * there are waiters and WOKEN is clear, set WOKEN and wake one.
  *
  * Why no wake is lost: a waiter sleeps only with futex_wait(word, v) where v
  * is the word it last read, so any change after that read (an unlock among
