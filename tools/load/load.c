@@ -568,31 +568,38 @@ uint64_t worker_tick(struct worker *w, uint64_t now)
 	struct load_ctx *ctx = w->ctx;
 	uint64_t wait = CHECK_NS, t;
 
+	/*
+	 * Open loop: every request due by now (and before the end) is
+	 * scheduled before the stop is looked at, so a late tick neither
+	 * loses requests nor adds any: what could not be sent is unsent.
+	 */
+	while (ctx->o.rate && !w->stopping && w->sched_j < w->quota) {
+		struct conn *c = &w->conns[w->sched_j % w->nconns];
+		uint64_t k = w->sched_j / w->nconns;
+
+		t = intended_ns(ctx, conn_sched(ctx, c, k));
+		if (t >= ctx->deadline)
+			break;
+		if (t > now) {
+			if (t - now < wait)
+				wait = t - now;
+			break;
+		}
+		if (!c->dead) {
+			c->n_due++;
+			conn_fill(w, c, now);
+		}
+		w->sched_j++;
+	}
 	if (!w->stopping &&
 	    (__atomic_load_n(&ctx->stop, __ATOMIC_ACQUIRE) ||
+	     now >= ctx->deadline ||
 	     (ctx->o.rate ? w->sched_j : w->issued) >= w->quota)) {
 		w->stopping = true;
 		w->drain_deadline = now + ctx->o.timeout_ns;
 	}
-	if (ctx->o.rate && !w->stopping) {
-		for (;;) {
-			struct conn *c = &w->conns[w->sched_j % w->nconns];
-			uint64_t k = w->sched_j / w->nconns;
-
-			t = intended_ns(ctx, conn_sched(ctx, c, k));
-			if (t > now) {
-				if (t - now < wait)
-					wait = t - now;
-				break;
-			}
-			if (!c->dead) {
-				c->n_due++;
-				conn_fill(w, c, now);
-			}
-			if (++w->sched_j >= w->quota)
-				break;
-		}
-	}
+	if (!w->stopping && ctx->deadline - now < wait)
+		wait = ctx->deadline - now;
 	if (now - w->last_check >= CHECK_NS || w->stopping) {
 		if (now - w->last_check >= CHECK_NS) {
 			w->last_check = now;
@@ -1030,6 +1037,8 @@ int main(int argc, char **argv)
 								EXIT_ERRORS;
 	}
 	ctx.t0 = ao_now_ns();
+	ctx.deadline = ctx.o.duration_ns ? ctx.t0 + ctx.o.duration_ns :
+					   UINT64_MAX;
 	pthread_barrier_wait(&barrier);
 	now = ctx.t0;
 	if (run_aborted) {
@@ -1038,7 +1047,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	deadline = ctx.o.duration_ns ? ctx.t0 + ctx.o.duration_ns : UINT64_MAX;
+	deadline = ctx.deadline;
 	next_line = ctx.t0 + NS;
 	last_t = ctx.t0;
 	while (__atomic_load_n(&ctx.done, __ATOMIC_ACQUIRE) < ctx.o.threads) {

@@ -115,6 +115,7 @@ struct load_ctx {
 	struct sockaddr_storage sa;
 	socklen_t salen;
 	uint64_t t0; /* load starts (after the connections are up) */
+	uint64_t deadline; /* t0 + --duration, or UINT64_MAX */
 	int stop; /* atomic: stop issuing requests */
 	unsigned int ready; /* atomic: workers done connecting */
 	unsigned int done; /* atomic: workers finished */
