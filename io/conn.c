@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <aorta/io/conn.h>
 #include "io_priv.h"
 
@@ -455,6 +456,7 @@ void io_conn_check_drained(struct ao_conn *c)
 	if (__atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST) || c->held ||
 	    c->send_busy || io_conn_send_pending(c))
 		return;
+	c->graceful = true;
 	io_conn_close_hard(c, c->reason);
 }
 
@@ -526,6 +528,17 @@ void io_conn_finish(struct ao_conn *c)
 	if (c->counted)
 		__atomic_fetch_sub(&r->srv->nconns, 1, __ATOMIC_RELAXED);
 	c->counted = false;
+	if (c->fd >= 0 && c->graceful) {
+		/* close() with unread bytes sends a reset, which can destroy
+		 * replies still in flight: read away what has arrived, so
+		 * the peer gets a FIN after the last reply. */
+		uint8_t scratch[4096];
+
+		for (int i = 0; i < 64; i++)
+			if (recv(c->fd, scratch, sizeof(scratch),
+				 MSG_DONTWAIT) <= 0)
+				break;
+	}
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;

@@ -89,6 +89,7 @@ struct ao_conn {
 	bool bp_paused; /* backpressure: backlog reached its bound */
 	bool rx_nobufs; /* no receive buffer: re-arm after a refill */
 	bool counted; /* in srv->nconns */
+	bool graceful; /* closing after a complete drain: end with a FIN */
 	struct held_rx *held, **held_tail; /* input waiting for buffers */
 	struct ao_framer framer;
 	struct ao_conn *next, *prev; /* the ring's list of live sockets */

@@ -516,8 +516,10 @@ static void ur_close(struct io_ring *r, struct ao_conn *c)
 		cancel(ur(r), ud(c, UD_RECV));
 		c->recv_cancelled = true;
 	}
-	/* Wakes a pending recv (EOF) and fails a pending send (EPIPE). */
-	shutdown(c->fd, SHUT_RDWR);
+	/* Hard: wakes a pending recv (EOF) and fails a pending send
+	 * (EPIPE).  Graceful: nothing is pending but a cancelled recv; just
+	 * the FIN after the last reply. */
+	shutdown(c->fd, c->graceful ? SHUT_WR : SHUT_RDWR);
 	if (c->ops == 0)
 		io_conn_finish(c);
 }
