@@ -402,6 +402,7 @@ struct run_result {
 	uint64_t done; /* tasks counted */
 	double cpu_own; /* CPUs this process used over the cell (cores) */
 	double runq; /* threads waiting for a CPU, on average */
+	double cpu_per_task; /* W1, W3: process CPU ns per task */
 	struct ao_exec_stats st; /* aorta pools only */
 	double share_min; /* aorta: the least busy worker's share of items */
 	uint32_t nsamples; /* W4: followed by this many uint64_t */
@@ -705,6 +706,8 @@ static __attribute__((noreturn)) void child_main(int w, int pool, int fd,
 		double wait = (double)(runq_wait_ns() - m0);
 
 		r.cpu_own = own / wall;
+		if (target && (w == W1 || w == W3))
+			r.cpu_per_task = own / (double)target;
 		r.runq = wait / wall;
 	}
 	r.done = count_sum();
@@ -744,7 +747,7 @@ static __attribute__((noreturn)) void child_main(int w, int pool, int fd,
 struct cell {
 	int runs, ok, stalled, errors, killed;
 	int last_err, last_sig;
-	double v[64], v2[64], rss[64], own[64], bg[64];
+	double v[64], v2[64], rss[64], own[64], bg[64], cpt[64];
 	uint64_t *samples; /* W4, all runs */
 	size_t nsamples;
 	double stolen, inlined, parks, notifies, overflowed; /* per run */
@@ -824,6 +827,7 @@ static void run_cell(int w, int pool, long samples)
 		c->rss[c->ok] = r.rss_kib;
 		c->own[c->ok] = r.cpu_own;
 		c->bg[c->ok] = r.runq;
+		c->cpt[c->ok] = r.cpu_per_task;
 		c->ok++;
 		c->share[c->ok - 1] = r.share_min;
 		c->stolen += (double)r.st.stolen;
@@ -988,9 +992,9 @@ static void report_rate(int w, const char *title)
 		return;
 	if (!opts.json) {
 		printf("\n%s\n", title);
-		printf("%-12s %8s %8s %8s %7s %7s %7s %9s  %s\n", "pool",
+		printf("%-12s %8s %8s %8s %7s %7s %7s %7s %7s  %s\n", "pool",
 		       "median", "min", "max", "xbasic", "xsteal", "xbp",
-		       w == W1 ? "RSS+MiB" : "", "notes");
+		       "cpu-ns", w == W1 ? "RSS+MiB" : "", "notes");
 	}
 	for (int p = 0; p < NPOOLS; p++) {
 		struct cell *c = &cells[w][p];
@@ -1005,6 +1009,9 @@ static void report_rate(int w, const char *title)
 			json_vs_seeds(w, p, true);
 			if (w == W1)
 				json_stat("peak_rss_kib", m);
+			if (c->ok)
+				bench_json_num("cpu_ns_per_task",
+					       stat3(c->cpt, c->ok).med);
 			if (pools[p].type == T_AORTA && c->ok) {
 				bench_json_num("stolen", c->stolen / c->ok);
 				bench_json_num("inlined", c->inlined / c->ok);
@@ -1028,13 +1035,14 @@ static void report_rate(int w, const char *title)
 					       ratio(s.med, med(w, b)));
 				else
 					printf(" %7s", "-");
+			printf(" %7.0f", stat3(c->cpt, c->ok).med);
 			if (w == W1)
-				printf(" %9.2f", m.med / 1024);
+				printf(" %7.2f", m.med / 1024);
 			else
-				printf(" %9s", "");
+				printf(" %7s", "");
 		} else {
-			printf(" %8s %8s %8s %7s %7s %7s %9s", "-", "-", "-",
-			       "", "", "", "");
+			printf(" %8s %8s %8s %7s %7s %7s %7s %7s", "-", "-",
+			       "-", "", "", "", "", "");
 		}
 		printf("  %s\n", cell_note(w, p, note, sizeof(note)));
 	}
@@ -1375,6 +1383,8 @@ int main(int argc, char **argv)
 		       "wait = its threads waiting\n"
 		       "       for a CPU (runqueue delay / wall time: "
 		       "contention, often from other processes);\n"
+		       "       cpu-ns (W1, W3): process CPU time per task, "
+		       "which other processes disturb less than the rate\n"
 		       "       aorta: least = share of the items run by the "
 		       "least busy worker; counters per run\n"
 		       "       (stolen, inlined, parks, futex wakes by "
