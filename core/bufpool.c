@@ -67,15 +67,19 @@
  *
  * Figures (2-vCPU AMD EPYC VM, shared; 2048-byte buffers, 4096 per pool;
  * tools/bench/poolbench and poolbench-insns.sh):
- *   instructions per pair (callgrind): 16 shards 194, 1 shard 113; glibc
- *   malloc+free 139 at 64 and 512 bytes, 322 at 2048: 1.40x and 0.60x.
+ *   instructions per pair (callgrind): 16 shards 196, 1 shard 115; glibc
+ *   malloc+free 139 at 64 and 512 bytes, 322 at 2048: 1.41x and 0.61x.
  *   Under valgrind sched_getcpu() takes its syscall path (30 instructions,
  *   the difference to 1 shard is two of them); natively it reads rseq.
- *   pairs/s, quiet machine: 1 thread 28.5M (malloc 30.3M); 4 threads 16
- *   shards 54.7M vs 1 shard 6.3M (8.7x), 8 threads 48.0M vs 5.7M (8.4x).
- *   The 1-shard lock finishes 61% of acquisitions on the fast path at 8
- *   threads, 16 shards 87-99% and the rest in phase 1 (>99.99% fast or
- *   phase 1).  With the machine loaded by other processes (load 8-13)
+ *   pairs/s: 1 thread 27-29M for both pools and malloc; 4 threads 16
+ *   shards 50-55M vs 1 shard 6-12M (4.0-8.7x), 8 threads 48-55M vs 6-10M
+ *   (5.4-8.4x), two runs.
+ *   The 1-shard lock finishes 61-78% of acquisitions on the fast path at
+ *   8 threads, 16 shards 87-99% and the rest in phase 1 (>99.99% fast or
+ *   phase 1).  Most of those phase-1 acquisitions did not spin: while a
+ *   phase-3 sleeper is registered on a lock, its inline fast path fails
+ *   and a first-try success in the slow path counts as phase 1.  With
+ *   the machine loaded by other processes (load 8-13)
  *   our threads rarely run at the same time and the ratio drops to
  *   1.1-1.8x: compare within one run, and read its load average.
  */
