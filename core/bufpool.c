@@ -52,7 +52,9 @@
  * under the lock before it reads the count.  The two critical sections on
  * that shard are ordered: either the scan sees the buffer, or the waiter's
  * unlock happens before the putter's lock, and so before its read of the
- * count, which therefore sees the waiter.
+ * count, which therefore sees the waiter.  A thief pushing the rest of a
+ * batch home (buffers no scan could see while it carried them) wakes the
+ * same way.
  *
  * Debug builds (DEBUG=1): a put checks that the pointer is a descriptor of
  * a live pool (foreign pointer) and that it still has a reference (double
@@ -287,6 +289,17 @@ static inline void push_locked(struct shard *s, struct ao_buf *b)
 	held_inc(s->puts, 1);
 }
 
+/* After a push: wake a waiter in ao_buf_get_wait(), if there is one.
+ * Relaxed: the push's unlock and a waiter's scan of the same shard are
+ * ordered by the lock (see the top of the file).  Not ao_ec_notify_one():
+ * its SEQ_CST fence would cost every put a full barrier, and GCC's
+ * -fsanitize=thread rejects the fence. */
+static inline void wake_waiter(struct ao_bufpool *pool)
+{
+	if (unlikely(__atomic_load_n(&pool->nwaiters, __ATOMIC_RELAXED)))
+		ao__ec_wake(&pool->ec, 1);
+}
+
 /* Steal from the shards other than home (and home itself when thorough,
  * which also locks shards that look empty).  Returns one buffer, and moves
  * the rest of the batch to home. */
@@ -338,6 +351,10 @@ static struct ao_buf *steal(struct ao_bufpool *pool, uint32_t home,
 		held_inc(hs->steals, 1);
 		held_inc(hs->gets, 1);
 		ao_spin_unlock(&hs->lock);
+		/* The batch was out of every stack while we carried it: a
+		 * waiter may have scanned past it.  Wake as a put does. */
+		if (take > 1)
+			wake_waiter(pool);
 		return first;
 	}
 	return NULL;
@@ -475,12 +492,7 @@ static void release(struct ao_bufpool *pool, struct ao_buf *b)
 	ao_spin_lock(&s->lock);
 	push_locked(s, b);
 	ao_spin_unlock(&s->lock);
-	/* Relaxed: the unlock above and a waiter's scan of this shard are
-	 * ordered by the lock (see the top of the file).  Not
-	 * ao_ec_notify_one(): its SEQ_CST fence would cost every put a full
-	 * barrier, and GCC's -fsanitize=thread rejects the fence. */
-	if (unlikely(__atomic_load_n(&pool->nwaiters, __ATOMIC_RELAXED)))
-		ao__ec_wake(&pool->ec, 1);
+	wake_waiter(pool);
 }
 
 void ao_buf_put(struct ao_buf *b)
