@@ -11,27 +11,26 @@
  *	bit 2	STARVING	a sleeper has waited > starve_ns
  *	bit 3	WOKEN		an unlock woke a sleeper that has not yet
  *				re-checked: further unlocks need not wake
- *	4..7	spinners	threads in phase 1
  *	8..31	waiters		threads in phase 3 (registered to sleep)
  *
  * Lock:  fast path CAS 0 -> LOCKED (inline).  Slow path:
- *   1. spin: if the lock is free take it; else add one to spinners, unless
- *      there are already as many as there are other CPUs, in which case go
- *      straight to 2.  Then read the word; when neither LOCKED, HANDOFF nor
- *      STARVING is set, CAS LOCKED in (and drop out of spinners in the same
- *      CAS); otherwise cpu_relax() for an exponentially growing, jittered,
- *      capped number of times; until the time budget (cycle counter) runs
- *      out, when it drops out of spinners;
+ *   1. spin: if the lock is free take it; else join the process's
+ *      spinners (a counter of its own, not in the word), unless there are
+ *      already as many as there are other CPUs, in which case go straight
+ *      to 2.  Then read the word; when neither LOCKED, HANDOFF nor STARVING
+ *      is set, CAS LOCKED in; otherwise cpu_relax() for an exponentially
+ *      growing, jittered, capped number of times; until the time budget
+ *      (cycle counter) runs out;
  *   2. yield: sched_yield() and retry, a bounded number of times;
  *   3. sleep: add one to waiters; loop { HANDOFF set: claim it; free: take
  *      it; held: clear WOKEN (and maybe set STARVING) and futex-wait on
  *      the word }; the waiter count drops in the same CAS that acquires.
  *
  * Unlock: fast path CAS LOCKED -> 0 (inline), which fails whenever any
- * other bit is set.  Slow path: no waiters: word = spinners (only the count
- * of spinners is kept); STARVING: set HANDOFF and keep LOCKED (the lock
- * passes to a sleeper, newcomers see it busy); otherwise clear LOCKED.  If
- * there are waiters and WOKEN is clear, set WOKEN and wake one.
+ * other bit is set.  Slow path: no waiters: word = 0; STARVING: set HANDOFF
+ * and keep LOCKED (the lock passes to a sleeper, newcomers see it busy);
+ * otherwise clear LOCKED.  If there are waiters and WOKEN is clear, set
+ * WOKEN and wake one.
  *
  * Why no wake is lost: a waiter sleeps only with futex_wait(word, v) where v
  * is the word it last read, so any change after that read (an unlock among
@@ -49,17 +48,18 @@
  * section per sleeper ahead of it.  It clears STARVING when it gets the
  * lock.
  *
- * Why spinners are counted: a spinner is useful only while the holder runs
- * on another CPU, and at most one spinner can take the lock when it comes
- * free.  With more threads than CPUs (a game server's thread pools on a
- * small VM), extra spinners only take CPU time from the holder and from
- * threads that have work to do; on this 2-CPU machine limiting phase 1 to
- * one spinner raised lockbench throughput at 8 and 16 threads by 4-57%
- * (paired runs, 1 s cells, median of 5).  The spinner count changes the
- * word, so a sleeper's futex_wait() may return early and re-check: that
- * costs a loop, never a wake.  A spinner that is preempted keeps its slot
- * until it runs again and sees its budget gone; meanwhile waiters yield
- * and sleep, as with a mutex.
+ * Why spinners are counted: a spinner is useful only while a holder runs
+ * on another CPU; with more threads than CPUs (a game server's thread
+ * pools on a small VM), extra spinners only take CPU time from holders and
+ * from threads that have work to do.  So at most (CPUs - 1) threads of the
+ * process spin at once, on all locks together; on this 2-CPU machine that
+ * raised lockbench throughput at 8 and 16 threads by 4-57% (paired runs,
+ * 1 s cells, median of 5).  The count lives on its own cache line, not in
+ * the lock word: in the word it made every contended unlock miss its
+ * inline fast path and added a locked RMW on the lock's line per wait.  It
+ * is a heuristic, so it is RELAXED and orders nothing.  A spinner that is
+ * preempted keeps its slot until it runs again and sees its budget gone;
+ * meanwhile waiters yield and sleep, as with a mutex.
  *
  * Memory ordering: the acquiring CAS of each path is ACQUIRE and the
  * releasing CAS of each unlock path is RELEASE; they pair with each other
@@ -80,7 +80,11 @@
 #include <aorta/sync/spinlock.h>
 
 #define BUSY (AO_SPIN_LOCKED | AO_SPIN_HANDOFF | AO_SPIN_STARVING)
-#define SPINNERS_MAX (AO_SPIN_SPINNERS_MASK / AO_SPIN_SPINNER)
+
+/* Threads of this process in phase 1, on any lock. */
+static struct {
+	uint32_t n;
+} spinners __ao_cacheline_aligned;
 
 /*
  * Cap of the phase-1 backoff, in time: long enough that a handful of
@@ -138,7 +142,6 @@ static uint32_t max_spinners(void)
 			n = sysconf(_SC_NPROCESSORS_ONLN);
 		/* Benign race: every thread computes about the same value. */
 		m = n > 2 ? (uint32_t)(n - 1) : 1;
-		m = m > SPINNERS_MAX ? SPINNERS_MAX : m;
 		__atomic_store_n(&cached, m, __ATOMIC_RELAXED);
 	}
 	return m;
@@ -167,34 +170,27 @@ static bool spin_phase(struct ao_spinlock *lock, uint64_t t0, uint64_t budget)
 {
 	uint64_t deadline = t0 + budget;
 	uint32_t cap = backoff_cap();
-	uint32_t backoff = 1, max = max_spinners();
+	uint32_t backoff = 1;
 	uint32_t v = __atomic_load_n(&lock->state, __ATOMIC_RELAXED);
+	bool got = false;
 
-	/* Take the lock if it is free, else join the spinners if there is
-	 * room (RELAXED: the count orders nothing). */
-	for (;;) {
-		if (!(v & BUSY)) {
-			if (cas(&lock->state, &v, v | AO_SPIN_LOCKED,
-				__ATOMIC_ACQUIRE))
-				return true;
-			continue;
-		}
-		if ((v & AO_SPIN_SPINNERS_MASK) / AO_SPIN_SPINNER >= max)
-			return false;
-		if (cas(&lock->state, &v, v + AO_SPIN_SPINNER,
-			__ATOMIC_RELAXED))
-			break;
-	}
+	if (!(v & BUSY) &&
+	    cas(&lock->state, &v, v | AO_SPIN_LOCKED, __ATOMIC_ACQUIRE))
+		return true;
+	/* Join the spinners if there is room. */
+	if (__atomic_add_fetch(&spinners.n, 1, __ATOMIC_RELAXED) >
+	    max_spinners())
+		goto out;
 	for (;;) {
 		uint64_t now;
 
 		v = __atomic_load_n(&lock->state, __ATOMIC_RELAXED);
-		/* Test before test-and-set: CAS only when it looks free; the
-		 * same CAS leaves the spinners. */
-		if (!(v & BUSY) && cas(&lock->state, &v,
-				       (v | AO_SPIN_LOCKED) - AO_SPIN_SPINNER,
-				       __ATOMIC_ACQUIRE))
-			return true;
+		/* Test before test-and-set: CAS only when it looks free. */
+		if (!(v & BUSY) && cas(&lock->state, &v, v | AO_SPIN_LOCKED,
+				       __ATOMIC_ACQUIRE)) {
+			got = true;
+			break;
+		}
 		now = ao_cycles();
 		/* Jitter in [backoff/2, backoff) so that spinners released
 		 * together do not poll in lockstep. */
@@ -203,12 +199,12 @@ static bool spin_phase(struct ao_spinlock *lock, uint64_t t0, uint64_t budget)
 			cpu_relax();
 		if (backoff < cap)
 			backoff <<= 1;
-		if (deadline_passed(now, deadline)) {
-			__atomic_sub_fetch(&lock->state, AO_SPIN_SPINNER,
-					   __ATOMIC_RELAXED);
-			return false;
-		}
+		if (deadline_passed(now, deadline))
+			break;
 	}
+out:
+	__atomic_sub_fetch(&spinners.n, 1, __ATOMIC_RELAXED);
+	return got;
 }
 
 static bool yield_phase(struct ao_spinlock *lock, uint32_t yields)
@@ -299,8 +295,7 @@ void ao__spin_unlock_slow(struct ao_spinlock *lock, uint32_t v)
 	do {
 		wake = false;
 		if (!(v & AO_SPIN_WAITERS_MASK)) {
-			/* Keep the spinners' count; nothing else is set. */
-			n = v & AO_SPIN_SPINNERS_MASK;
+			n = 0;
 		} else {
 			/* STARVING: keep it held, for a sleeper to claim. */
 			if (v & AO_SPIN_STARVING)

@@ -54,14 +54,11 @@
 #define AO_SPIN_MAX_YIELDS 100000u
 #define AO_SPIN_MAX_STARVE_NS 1000000000u /* 1 s */
 
-/* Lock word: flag bits, the number of phase-1 spinners, then the number of
- * phase-3 waiters. */
+/* Lock word: flag bits, then the number of phase-3 waiters. */
 #define AO_SPIN_LOCKED 0x1u /* held */
 #define AO_SPIN_HANDOFF 0x2u /* held for whichever sleeper claims it */
 #define AO_SPIN_STARVING 0x4u /* a sleeper starves: unlocks hand off */
 #define AO_SPIN_WOKEN 0x8u /* a woken sleeper is on its way: no wake */
-#define AO_SPIN_SPINNER 0x10u /* one phase-1 spinner */
-#define AO_SPIN_SPINNERS_MASK 0xf0u
 #define AO_SPIN_WAITER 0x100u /* one phase-3 waiter */
 #define AO_SPIN_WAITERS_MASK 0xffffff00u
 
