@@ -139,7 +139,8 @@ static void one_contended(const struct ao_spin_tune *tune, uint64_t hold_ns,
 	t_sleep_ns(hold_ns);
 	ao_spin_unlock(&lock);
 	pthread_join(t, NULL);
-	assert_int_equal(ao_spin_stats(&lock, st), 0);
+	assert_int_equal(ao_spin_stats(&lock, st),
+			 AO_CONFIG_LOCK_STATS ? 0 : -EOPNOTSUPP);
 }
 
 static void test_phases_reached(void **state)
@@ -148,6 +149,8 @@ static void test_phases_reached(void **state)
 	int hit1 = 0, hit2 = 0, hit3 = 0;
 
 	(void)state;
+	if (!AO_CONFIG_LOCK_STATS)
+		skip(); /* the phases are seen through the statistics */
 	t_watchdog_arm(60, "phases");
 	/* Each case is tried a few times: a waiter may be descheduled on a
 	 * busy machine and end up one phase later; all we need is that every
@@ -188,7 +191,8 @@ static void test_sleeper_woken_by_unlock(void **state)
 	t_watchdog_arm(30, "phase-3 sleeper never woken");
 	for (int i = 0; i < 50; i++) {
 		one_contended(&t, 2000000, &st);
-		assert_int_equal(st.phase3, 1);
+		if (AO_CONFIG_LOCK_STATS)
+			assert_int_equal(st.phase3, 1);
 	}
 	t_watchdog_disarm();
 }
