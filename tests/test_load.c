@@ -146,7 +146,7 @@ static int run_load(char **out, ...)
 
 	assert_non_null(f);
 	assert_non_null(ferr);
-	argv[argc++] = "ao-load";
+	argv[argc++] = (char *)"ao-load";
 	va_start(ap, out);
 	while ((argv[argc] = va_arg(ap, char *)) != NULL)
 		argc++;
