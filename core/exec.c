@@ -44,14 +44,16 @@
  * another sleeper if more work is visible (Go's resetspinning), so a burst
  * fans out one worker at a time.
  *
- * Why no wake-up is lost: the submitter does push; fence; load {waiters,
+ * Why no wake-up is lost: the submitter does push; fence; load {nsleeping,
  * nsearching, wake_pending}.  A parking worker does prepare (SEQ_CST RMW);
- * nsearching-- (SEQ_CST RMW); wake_pending = 0 (SEQ_CST); fence; load
- * every queue.  Whichever fence comes second in the single total order of
- * SEQ_CST operations sees the other side's stores: either the worker sees
- * the item and does not sleep, or the submitter sees a prepared waiter, no
- * searcher and no pending wake, and bumps the epoch, which makes the wait
- * return at once.  If the submitter instead saw another searcher or a
+ * nsearching-- (SEQ_CST RMW); wake_pending = 0 (SEQ_CST); fence; load every
+ * queue (a first look that submitters cannot see, so a worker that ran dry
+ * for a moment costs the producer nothing); then nsleeping++ (SEQ_CST RMW);
+ * fence; load every queue again.  Whichever fence comes second in the
+ * single total order of SEQ_CST operations sees the other side's stores:
+ * either the worker sees the item and does not sleep, or the submitter
+ * sees a sleeper, no searcher and no pending wake, and bumps the epoch,
+ * which makes the wait return at once.  If the submitter instead saw another searcher or a
  * pending wake, that worker has yet to do its own re-check (it clears the
  * flag or leaves searching the same way), so the item is seen by it.
  * wake_pending is cleared by every worker that prepares to park, so a wake
@@ -167,6 +169,7 @@ struct ao_exec {
 
 	/* Wake state (see "Waking" above). */
 	uint32_t nsearching __ao_cacheline_aligned;
+	uint32_t nsleeping; /* parked, or about to (after a first re-check) */
 	uint32_t wake_pending;
 	struct ao_eventcount idle_ec;
 
@@ -281,13 +284,13 @@ static bool work_visible(struct ao_exec *ex)
 /* After publishing work: wake one sleeper if nobody is looking. */
 static void exec_notify(struct ao_exec *ex)
 {
-	/* ao_ec_has_waiters() starts with a SEQ_CST fence: the item pushed
-	 * before this call is ordered before this load and the two below
-	 * (StoreLoad); pairs with the SEQ_CST RMWs, store and fence a
-	 * parking worker makes before it re-checks the queues (park()). */
-	if (!ao_ec_has_waiters(&ex->idle_ec))
-		return;
-	if (LOAD(ex->nsearching) || LOAD(ex->wake_pending))
+	/* SEQ_CST fence: the item pushed before this call is ordered before
+	 * the loads below (StoreLoad); pairs with the SEQ_CST RMWs, store
+	 * and fences a parking worker makes before its second re-check of
+	 * the queues (park_prepare()). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!LOAD(ex->nsleeping) || LOAD(ex->nsearching) ||
+	    LOAD(ex->wake_pending))
 		return;
 	/* One wake at a time: whoever sets the flag wakes; it is cleared
 	 * by the worker that wakes up (or by any worker that parks). */
@@ -564,34 +567,69 @@ static void start_searching(struct ao_worker *w)
 }
 
 /*
+ * The first half of a park, shared by idle workers and group waits: get a
+ * key, leave searching, and re-check twice.  The first re-check happens
+ * before submitters can see us (nsleeping), so the common case of a worker
+ * that ran dry for a moment and finds new work costs the producer nothing;
+ * only a worker that found nothing becomes visible, and re-checks once
+ * more so that a submit that did not see it is seen by it.  Returns true
+ * with the key in *key if the caller may sleep (then it must call
+ * park_finish()), false if it must not (prepare already cancelled).
+ */
+static bool park_prepare(struct ao_worker *w, bool (*cond)(void *arg),
+			 void *arg, uint32_t *key)
+{
+	struct ao_exec *ex = w->ex;
+
+	*key = ao_ec_prepare(&ex->idle_ec);
+	if (w->searching) {
+		w->searching = false;
+		__atomic_fetch_sub(&ex->nsearching, 1, __ATOMIC_SEQ_CST);
+	}
+	__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			__atomic_fetch_add(&ex->nsleeping, 1, __ATOMIC_SEQ_CST);
+		/* SEQ_CST fence: the prepare, the nsearching decrement, the
+		 * flag clear and (second pass) the nsleeping increment are
+		 * ordered before the loads of the queues below (StoreLoad);
+		 * pairs with the fence at the start of exec_notify(). */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE) ||
+		    work_visible(ex) || (cond && cond(arg))) {
+			if (pass)
+				__atomic_fetch_sub(&ex->nsleeping, 1,
+						   __ATOMIC_RELAXED);
+			ao_ec_cancel(&ex->idle_ec);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The second half: sleep until a notify after park_prepare(). */
+static void park_finish(struct ao_worker *w, uint32_t key)
+{
+	struct ao_exec *ex = w->ex;
+
+	OWN_INC(w->parks);
+	ao_ec_wait(&ex->idle_ec, key, -1);
+	__atomic_fetch_sub(&ex->nsleeping, 1, __ATOMIC_RELAXED);
+	OWN_INC(w->wakeups);
+}
+
+/*
  * Sleep until notified.  Returns false if the worker must exit, true to
  * look for work again.
  */
 static bool park(struct ao_worker *w)
 {
 	struct ao_exec *ex = w->ex;
-	uint32_t key = ao_ec_prepare(&ex->idle_ec);
+	uint32_t key;
 
-	if (w->searching) {
-		w->searching = false;
-		__atomic_fetch_sub(&ex->nsearching, 1, __ATOMIC_SEQ_CST);
-	}
-	__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
-	/* SEQ_CST fence: the prepare, the nsearching decrement and the flag
-	 * clear above are ordered before the loads of the queues below
-	 * (StoreLoad); pairs with the fence at the start of exec_notify(). */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE)) {
-		ao_ec_cancel(&ex->idle_ec);
-		return false;
-	}
-	if (work_visible(ex)) {
-		ao_ec_cancel(&ex->idle_ec);
-		return true;
-	}
-	OWN_INC(w->parks);
-	ao_ec_wait(&ex->idle_ec, key, -1);
-	OWN_INC(w->wakeups);
+	if (!park_prepare(w, NULL, NULL, &key))
+		return !__atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE);
+	park_finish(w, key);
 	start_searching(w);
 	return true;
 }
@@ -940,20 +978,12 @@ bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
 	if (!w)
 		return false;
 	flush_credit(w);
-	key = ao_ec_prepare(&ex->idle_ec);
-	__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
-	/* SEQ_CST fence: as in park(); the caller's cond() pairs with its
-	 * own notifier, which calls ao__exec_wake_all(). */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (cond(arg) || work_visible(ex) ||
-	    __atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE)) {
-		ao_ec_cancel(&ex->idle_ec);
-		return true;
+	/* cond() pairs with its own notifier, which calls
+	 * ao__exec_wake_all() after making it true. */
+	if (park_prepare(w, cond, arg, &key)) {
+		park_finish(w, key);
+		__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
 	}
-	OWN_INC(w->parks);
-	ao_ec_wait(&ex->idle_ec, key, -1);
-	OWN_INC(w->wakeups);
-	__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
 	return true;
 }
 
