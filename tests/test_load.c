@@ -134,6 +134,9 @@ static void server_stop(struct server *s)
  * status is none of ao-load's own (a sanitizer report, a crash), or always
  * with AO_TEST_VERBOSE set.
  */
+/* A writable argv[0] (W=1 builds with -Wwrite-strings). */
+static char argv0[] = "ao-load";
+
 static int run_load(char **out, ...)
 {
 	char *argv[32], line[512];
@@ -146,7 +149,7 @@ static int run_load(char **out, ...)
 
 	assert_non_null(f);
 	assert_non_null(ferr);
-	argv[argc++] = (char *)"ao-load";
+	argv[argc++] = argv0;
 	va_start(ap, out);
 	while ((argv[argc] = va_arg(ap, char *)) != NULL)
 		argc++;
