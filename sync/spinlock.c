@@ -273,6 +273,13 @@ void ao__spin_lock_slow(struct ao_spinlock *lock, const char *file, int line)
 	int phase = 1;
 	bool handoff = false;
 
+	/*
+	 * The inline CAS expects a word of 0, so it fails on a free lock that
+	 * still has sleepers counted.  Taking such a lock at the first look is
+	 * no wait at all: count it as the fast path, not as phase 1.
+	 */
+	if (ao__spin_trylock(lock, file, line))
+		return;
 	if (spin_ns && spin_phase(lock, t0, ao_ns_to_cycles(spin_ns)))
 		goto acquired;
 	phase = 2;
