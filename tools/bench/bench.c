@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,4 +254,18 @@ void bench_spin_ns(uint64_t ns)
 
 	for (uint64_t i = 0; i < n; i++)
 		sink = sink + i;
+}
+
+int bench_misses;
+
+void bench_target(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("  [%s] ", ok ? "ok" : "MISS");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	bench_misses += !ok;
 }

@@ -55,6 +55,12 @@ void bench_json_num(const char *key, double val);
 void bench_json_int(const char *key, long long val);
 void bench_json_end(void);
 
+/* Print one target line, "  [ok] ..." or "  [MISS] ...", and count misses
+ * in bench_misses. */
+void bench_target(bool ok, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+extern int bench_misses;
+
 /* Spin for about ns nanoseconds of CPU without touching shared memory. */
 void bench_spin_ns(uint64_t ns);
 /* Calibrate bench_spin_ns (called by bench_parse). */

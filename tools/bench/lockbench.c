@@ -739,23 +739,6 @@ static void print_cell_text(int kind, int threads, const struct cell *c)
 	       c->vs_seed, ph);
 }
 
-static int nfail;
-
-static void target(bool ok, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void target(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("  [%s] ", ok ? "ok" : "MISS");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	nfail += !ok;
-}
-
 static void print_targets(void)
 {
 	printf("\nTargets (issue #2), aorta against this run's baselines:\n");
@@ -770,35 +753,39 @@ static void print_targets(void)
 			if (t < 4 || !res_ok[ci][ti][L_AORTA] ||
 			    !res_ok[ci][ti][L_MUTEX] || !res_ok[ci][ti][L_SEED])
 				continue;
-			target(a->vs_mutex >= want && a->vs_seed >= 0.95,
-			       "cs %4lluns t%-2d throughput %.2fx mutex "
-			       "(>= %.1f), %.2fx seed (>= 0.95)",
-			       (unsigned long long)cs_list[ci], t, a->vs_mutex,
-			       want, a->vs_seed);
+			bench_target(a->vs_mutex >= want && a->vs_seed >= 0.95,
+				     "cs %4lluns t%-2d throughput %.2fx mutex "
+				     "(>= %.1f), %.2fx seed (>= 0.95)",
+				     (unsigned long long)cs_list[ci], t,
+				     a->vs_mutex, want, a->vs_seed);
 			if (t != 16)
 				continue;
-			target(a->fairness >= 0.6 && a->max_ns <= 2 * m->max_ns,
-			       "cs %4lluns t16 fairness %.2f (>= 0.6), max "
-			       "wait %.2fx mutex's (<= 2; %.1f vs %.1f ms)",
-			       (unsigned long long)cs_list[ci], a->fairness,
-			       ratio(a->max_ns, m->max_ns), a->max_ns / 1e6,
-			       m->max_ns / 1e6);
+			bench_target(
+				a->fairness >= 0.6 &&
+					a->max_ns <= 2 * m->max_ns,
+				"cs %4lluns t16 fairness %.2f (>= 0.6), max "
+				"wait %.2fx mutex's (<= 2; %.1f vs %.1f ms)",
+				(unsigned long long)cs_list[ci], a->fairness,
+				ratio(a->max_ns, m->max_ns), a->max_ns / 1e6,
+				m->max_ns / 1e6);
 		}
 	}
 	if (hres_ok[1][L_AORTA] && hres_ok[1][L_MUTEX]) {
 		const struct hcell *a = &hres[1][L_AORTA];
 		const struct hcell *m = &hres[1][L_MUTEX];
 
-		target(a->delay_p50_ns <= 1.2 * m->delay_p50_ns,
-		       "handoff 20ms: p50 delay %.0fus = %.2fx mutex's %.0fus "
-		       "(<= 1.2)",
-		       a->delay_p50_ns / 1e3,
-		       ratio(a->delay_p50_ns, m->delay_p50_ns),
-		       m->delay_p50_ns / 1e3);
-		target(a->cpu_p50_ns <= 100000,
-		       "handoff 20ms: waiter CPU p50 %.0fus (<= 100us; max "
-		       "%.0fus)",
-		       a->cpu_p50_ns / 1e3, a->cpu_max_ns / 1e3);
+		bench_target(
+			a->delay_p50_ns <= 1.2 * m->delay_p50_ns,
+			"handoff 20ms: p50 delay %.0fus = %.2fx mutex's %.0fus "
+			"(<= 1.2)",
+			a->delay_p50_ns / 1e3,
+			ratio(a->delay_p50_ns, m->delay_p50_ns),
+			m->delay_p50_ns / 1e3);
+		bench_target(
+			a->cpu_p50_ns <= 100000,
+			"handoff 20ms: waiter CPU p50 %.0fus (<= 100us; max "
+			"%.0fus)",
+			a->cpu_p50_ns / 1e3, a->cpu_max_ns / 1e3);
 	}
 }
 

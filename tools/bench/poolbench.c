@@ -504,23 +504,6 @@ static void json_phases(const struct cell *c)
 	bench_json_num("phase3", share(&c->st, 3));
 }
 
-static int nfail;
-
-static void target(bool ok, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void target(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("  [%s] ", ok ? "ok" : "MISS");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	nfail += !ok;
-}
-
 static void print_targets(bool json)
 {
 	double la[1] = { -1 };
@@ -547,15 +530,16 @@ static void print_targets(bool json)
 			continue;
 		}
 		if (t >= 4)
-			target(r >= 2.0,
-			       "t%-2d pairs: 16 shards %.2fx 1 shard (>= 2; "
-			       "median of per-run ratios)",
-			       t, r);
+			bench_target(
+				r >= 2.0,
+				"t%-2d pairs: 16 shards %.2fx 1 shard (>= 2; "
+				"median of per-run ratios)",
+				t, r);
 		if (t == 8)
-			target(fp1 > 0.99,
-			       "t8  pairs, 16 shards: %.3f%% of lock "
-			       "acquisitions fast or phase 1 (> 99%%)",
-			       100.0 * fp1);
+			bench_target(fp1 > 0.99,
+				     "t8  pairs, 16 shards: %.3f%% of lock "
+				     "acquisitions fast or phase 1 (> 99%%)",
+				     100.0 * fp1);
 	}
 	if (!json) {
 		printf("  (instructions per pair against malloc/free: "
