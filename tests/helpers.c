@@ -25,6 +25,21 @@ void t_run_threads(int n, void *(*fn)(void *), void *base, size_t stride)
 	free(tids);
 }
 
+struct ao_exec *t_exec_create(enum ao_exec_kind kind, unsigned int workers,
+			      size_t capacity, enum ao_exec_policy policy)
+{
+	struct ao_exec_config cfg = AO_EXEC_CONFIG_INIT;
+	struct ao_exec *ex = NULL;
+
+	cfg.kind = kind;
+	cfg.workers = workers;
+	cfg.capacity = capacity;
+	cfg.policy = policy;
+	assert_int_equal(ao_exec_create(&cfg, &ex), 0);
+	assert_non_null(ex);
+	return ex;
+}
+
 static const char *wd_what;
 
 static void wd_fire(int sig)

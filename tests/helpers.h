@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <aorta/core/exec.h>
 
 /* Run fn(arg_i) on n threads (args[i] = base + i * stride) and join. */
 void t_run_threads(int n, void *(*fn)(void *), void *base, size_t stride);
@@ -22,6 +23,10 @@ void t_run_threads(int n, void *(*fn)(void *), void *base, size_t stride);
  */
 void t_watchdog_arm(unsigned int seconds, const char *what);
 void t_watchdog_disarm(void);
+
+/* Create an executor with these settings (the rest default); asserts. */
+struct ao_exec *t_exec_create(enum ao_exec_kind kind, unsigned int workers,
+			      size_t capacity, enum ao_exec_policy policy);
 
 /* Monotonic nanoseconds. */
 uint64_t t_now_ns(void);

@@ -18,21 +18,6 @@
 #include <aorta/core/exec.h>
 #include "helpers.h"
 
-static struct ao_exec *mk(enum ao_exec_kind kind, unsigned int workers,
-			  size_t capacity, enum ao_exec_policy policy)
-{
-	struct ao_exec_config cfg = AO_EXEC_CONFIG_INIT;
-	struct ao_exec *ex = NULL;
-
-	cfg.kind = kind;
-	cfg.workers = workers;
-	cfg.capacity = capacity;
-	cfg.policy = policy;
-	assert_int_equal(ao_exec_create(&cfg, &ex), 0);
-	assert_non_null(ex);
-	return ex;
-}
-
 /* ---- a counting item ---- */
 
 struct cnt {
@@ -277,7 +262,7 @@ static void run_exactly_once(enum ao_exec_kind kind, unsigned int workers,
 	long accepted = 0;
 
 	memset(&c, 0, sizeof(c));
-	c.ex = mk(kind, workers, capacity, policy);
+	c.ex = t_exec_create(kind, workers, capacity, policy);
 	c.producers = 4;
 	c.fanout = 3;
 	c.try = try;
@@ -377,7 +362,7 @@ static void spawner_fn(struct ao_work *w)
 
 static void run_spawn_many(enum ao_exec_kind kind, unsigned int workers)
 {
-	struct ao_exec *ex = mk(kind, workers, 0, AO_EXEC_BLOCK);
+	struct ao_exec *ex = t_exec_create(kind, workers, 0, AO_EXEC_BLOCK);
 	long n = t_scaled(100000, 5000);
 	struct cnt *kids = calloc((size_t)n, sizeof(*kids));
 	int *ran = calloc((size_t)n, sizeof(int));
@@ -457,7 +442,7 @@ static void gate_open(struct gate *g)
 
 static void run_full(enum ao_exec_kind kind, enum ao_exec_policy policy)
 {
-	struct ao_exec *ex = mk(kind, 1, 4, policy);
+	struct ao_exec *ex = t_exec_create(kind, 1, 4, policy);
 	struct gate g;
 	struct cnt c[6];
 	int ran[6] = { 0 };
@@ -532,7 +517,7 @@ static void *blocker_thread(void *arg)
 
 static void run_block_policy(enum ao_exec_kind kind)
 {
-	struct ao_exec *ex = mk(kind, 1, 2, AO_EXEC_BLOCK);
+	struct ao_exec *ex = t_exec_create(kind, 1, 2, AO_EXEC_BLOCK);
 	struct gate g;
 	struct cnt c[5];
 	int ran[5] = { 0 };
@@ -604,7 +589,8 @@ static void tree_fn(struct ao_work *w)
 static void run_nested_full(enum ao_exec_kind kind, unsigned int workers,
 			    size_t capacity)
 {
-	struct ao_exec *ex = mk(kind, workers, capacity, AO_EXEC_BLOCK);
+	struct ao_exec *ex =
+		t_exec_create(kind, workers, capacity, AO_EXEC_BLOCK);
 	int depth = t_scale() < 1 ? 10 : 13;
 	long n = (1l << (depth + 1)) - 1;
 	struct ao_exec_stats st;
@@ -663,7 +649,7 @@ static void late_fn(struct ao_work *w)
 
 static void run_shutdown(enum ao_exec_kind kind, size_t capacity)
 {
-	struct ao_exec *ex = mk(kind, 2, capacity, AO_EXEC_BLOCK);
+	struct ao_exec *ex = t_exec_create(kind, 2, capacity, AO_EXEC_BLOCK);
 	struct late l;
 	struct cnt c;
 	int ran = 0;
@@ -681,7 +667,7 @@ static void run_shutdown(enum ao_exec_kind kind, size_t capacity)
 	assert_int_equal(l.child_ran, 0);
 
 	/* External submits after ao_exec_shutdown(). */
-	ex = mk(kind, 2, capacity, AO_EXEC_BLOCK);
+	ex = t_exec_create(kind, 2, capacity, AO_EXEC_BLOCK);
 	ao_work_init(&c.work, cnt_fn);
 	c.ran = &ran;
 	ao_exec_shutdown(ex);
@@ -706,7 +692,8 @@ static void test_submit_after_shutdown(void **state)
 static void run_destroy_backlog(enum ao_exec_kind kind, size_t capacity,
 				unsigned int workers)
 {
-	struct ao_exec *ex = mk(kind, workers, capacity, AO_EXEC_BLOCK);
+	struct ao_exec *ex =
+		t_exec_create(kind, workers, capacity, AO_EXEC_BLOCK);
 	long n = capacity ? (long)capacity : t_scaled(50000, 2000);
 	struct cnt *c = calloc((size_t)n + 1, sizeof(*c));
 	int *ran = calloc((size_t)n + 1, sizeof(int));
@@ -815,8 +802,8 @@ static void test_drain_concurrent(void **state)
 	(void)state;
 	memset(dr_ran, 0, sizeof(dr_ran));
 	for (int k = 0; k < 2; k++) {
-		dr_ex = mk(k ? AO_EXEC_STEAL : AO_EXEC_SHARED, 2, 0,
-			   AO_EXEC_BLOCK);
+		dr_ex = t_exec_create(k ? AO_EXEC_STEAL : AO_EXEC_SHARED, 2, 0,
+				      AO_EXEC_BLOCK);
 		memset(dr_ran, 0, sizeof(dr_ran));
 		t_watchdog_arm(60, "concurrent drains");
 		for (int i = 0; i < 4; i++)
@@ -842,7 +829,7 @@ static uint64_t cpu_ns(void)
 
 static void run_idle(enum ao_exec_kind kind)
 {
-	struct ao_exec *ex = mk(kind, 4, 0, AO_EXEC_BLOCK);
+	struct ao_exec *ex = t_exec_create(kind, 4, 0, AO_EXEC_BLOCK);
 	struct ao_exec_stats st0, st1;
 	struct cnt c;
 	int ran = 0;
@@ -885,7 +872,7 @@ static void test_idle_burns_no_cpu(void **state)
 
 static void run_busy_no_wake(enum ao_exec_kind kind)
 {
-	struct ao_exec *ex = mk(kind, 2, 0, AO_EXEC_BLOCK);
+	struct ao_exec *ex = t_exec_create(kind, 2, 0, AO_EXEC_BLOCK);
 	struct ao_exec_stats st0, st1;
 	struct gate g[2];
 	struct cnt c[1000];
@@ -952,8 +939,9 @@ static void helper_fn(struct ao_work *w)
 static void test_run_one(void **state)
 {
 	for (int k = 0; k < 2; k++) {
-		struct ao_exec *ex = mk(k ? AO_EXEC_STEAL : AO_EXEC_SHARED, 1,
-					0, AO_EXEC_BLOCK);
+		struct ao_exec *ex =
+			t_exec_create(k ? AO_EXEC_STEAL : AO_EXEC_SHARED, 1, 0,
+				      AO_EXEC_BLOCK);
 		struct helper h;
 
 		(void)state;
@@ -972,7 +960,7 @@ static void test_run_one(void **state)
 
 static void test_stats(void **state)
 {
-	struct ao_exec *ex = mk(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
+	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
 	struct ao_exec_worker_stats ws, sum;
 	struct ao_exec_stats st;
 	struct cnt c[100];

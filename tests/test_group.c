@@ -14,20 +14,6 @@
 #include <aorta/core/group.h>
 #include "helpers.h"
 
-static struct ao_exec *mk(enum ao_exec_kind kind, unsigned int workers,
-			  size_t capacity, enum ao_exec_policy policy)
-{
-	struct ao_exec_config cfg = AO_EXEC_CONFIG_INIT;
-	struct ao_exec *ex = NULL;
-
-	cfg.kind = kind;
-	cfg.workers = workers;
-	cfg.capacity = capacity;
-	cfg.policy = policy;
-	assert_int_equal(ao_exec_create(&cfg, &ex), 0);
-	return ex;
-}
-
 /* ---- fork-join: fib via groups; the tasks live on the stack ---- */
 
 struct fib {
@@ -70,7 +56,8 @@ static void fib_fn(struct ao_work *w)
 static void run_fib(enum ao_exec_kind kind, unsigned int workers,
 		    size_t capacity, int n)
 {
-	struct ao_exec *ex = mk(kind, workers, capacity, AO_EXEC_BLOCK);
+	struct ao_exec *ex =
+		t_exec_create(kind, workers, capacity, AO_EXEC_BLOCK);
 	struct ao_group g;
 	struct fib f;
 
@@ -216,8 +203,8 @@ static void test_many_groups(void **state)
 {
 	(void)state;
 	for (int k = 0; k < 2; k++) {
-		hex = mk(k ? AO_EXEC_STEAL : AO_EXEC_SHARED, 2, 0,
-			 AO_EXEC_BLOCK);
+		hex = t_exec_create(k ? AO_EXEC_STEAL : AO_EXEC_SHARED, 2, 0,
+				    AO_EXEC_BLOCK);
 		t_watchdog_arm(60, "many groups");
 		t_run_threads(4, group_hammer, NULL, 0);
 		t_watchdog_disarm();
@@ -242,7 +229,7 @@ static void hold_fn(struct ao_work *w)
 
 static void test_refused_not_counted(void **state)
 {
-	struct ao_exec *ex = mk(AO_EXEC_SHARED, 1, 1, AO_EXEC_FAIL);
+	struct ao_exec *ex = t_exec_create(AO_EXEC_SHARED, 1, 1, AO_EXEC_FAIL);
 	struct hold h = { AO_WORK_INIT(hold_fn), 0 };
 	struct leaf l[3];
 	int ran[3] = { 0 };

@@ -14,20 +14,6 @@
 #include <aorta/core/strand.h>
 #include "helpers.h"
 
-static struct ao_exec *mk(enum ao_exec_kind kind, unsigned int workers,
-			  size_t capacity, enum ao_exec_policy policy)
-{
-	struct ao_exec_config cfg = AO_EXEC_CONFIG_INIT;
-	struct ao_exec *ex = NULL;
-
-	cfg.kind = kind;
-	cfg.workers = workers;
-	cfg.capacity = capacity;
-	cfg.policy = policy;
-	assert_int_equal(ao_exec_create(&cfg, &ex), 0);
-	return ex;
-}
-
 #define NSTRANDS 4
 #define NPROD 4
 
@@ -98,7 +84,8 @@ static void *producer_fn(void *arg)
 static void run_order(enum ao_exec_kind kind, unsigned int workers,
 		      size_t capacity)
 {
-	struct ao_exec *ex = mk(kind, workers, capacity, AO_EXEC_BLOCK);
+	struct ao_exec *ex =
+		t_exec_create(kind, workers, capacity, AO_EXEC_BLOCK);
 	struct producer prods[NPROD];
 	long total = 0;
 
@@ -202,7 +189,7 @@ static void slow_fn(struct ao_work *w)
 
 static void test_parallel_strands(void **state)
 {
-	struct ao_exec *ex = mk(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
+	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
 	struct ao_strand st[2];
 	struct slow items[2][3];
 	int concurrent = 0, peak = 0;
@@ -255,7 +242,7 @@ static void cnt_fn(struct ao_work *w)
 
 static void test_refusals(void **state)
 {
-	struct ao_exec *ex = mk(AO_EXEC_SHARED, 1, 2, AO_EXEC_FAIL);
+	struct ao_exec *ex = t_exec_create(AO_EXEC_SHARED, 1, 2, AO_EXEC_FAIL);
 	struct ao_strand s;
 	struct gate g = { AO_WORK_INIT(gate_fn), 0 };
 	struct ao_work w[4];
@@ -294,7 +281,7 @@ static void test_refusals(void **state)
 
 static void test_destroy_runs_strand_backlog(void **state)
 {
-	struct ao_exec *ex = mk(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
+	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
 	struct ao_strand s[3];
 	long n = t_scaled(3000, 300);
 	struct ao_work *w = calloc((size_t)n * 3, sizeof(*w));
