@@ -242,12 +242,15 @@ tests: $(test-bins)
 check: deps
 	$(Q)$(MAKE) check-run
 
-check-run: $(test-bins)
+# The runners that drive the tools (ao-echo, ao-load) find them through
+# AO_TOOLS_DIR; they are built with the same flags (and sanitizer).
+check-run: $(test-bins) $(tool-bins)
 ifeq ($(SANITIZE),)
 	$(Q)sh tests/symbols-test.sh "$(out)"
 	$(Q)$(MAKE) installcheck
 endif
-	$(Q)sh tests/run-tests.sh $(test-bins)
+	$(Q)AO_TOOLS_DIR="$(abspath $(out)tools)" sh tests/run-tests.sh \
+		$(test-bins)
 
 installcheck: all
 	$(Q)sh tests/install-test.sh "$(MAKE)" "$(out)"
@@ -297,11 +300,32 @@ tools: $(tool-bins)
 PHONY += bench demo
 bench: $(bench-bins) $(baseline-progs)
 
-# Until the echo server exists, the demo is a short run of the lock
-# benchmark.
+# The demo: ao-echo under ao-load for DEMO_TIME, then the latency plot.
+DEMO_TIME ?= 10s
+PHONY += plot
 demo: deps
-	$(Q)$(MAKE) $(out)tools/bench/lockbench
-	$(Q)$(out)tools/bench/lockbench --quick
+	$(Q)$(MAKE) tools
+	$(Q)sh tools/demo.sh "$(abspath $(out)tools)" "$(DEMO_TIME)"
+
+# The plot of the last demo's latency CSV (needs gnuplot).
+plot:
+	$(Q)sh tools/plot/plot-latency.sh "$(out)demo-latency.csv"
+
+# ---------------------------------------------------------------------------
+# Reliability: fuzzing (clang's libFuzzer), the soak run, the model check.
+
+FUZZ_TIME ?= 60
+SOAK_TIME ?= 600
+PHONY += fuzz soak verify
+fuzz:
+	$(Q)sh tests/fuzz/run.sh "$(abspath $(out))" "$(FUZZ_TIME)"
+
+soak: deps
+	$(Q)$(MAKE) tools
+	$(Q)sh tests/soak/soak.sh "$(abspath $(out)tools)" "$(SOAK_TIME)"
+
+verify:
+	$(Q)sh tests/model/verify.sh "$(abspath $(out))"
 
 # ---------------------------------------------------------------------------
 # Dependencies: install the Debian packages that are missing, and only those.
@@ -405,7 +429,14 @@ help:
 	@echo '                    program against it with pkg-config'
 	@echo '  bench           - build the benchmarks in tools/bench'
 	@echo '  tools           - build the programs in tools/<name>/ (ao-<name>)'
-	@echo '  demo            - the quick-start demo'
+	@echo '  demo            - the quick-start demo: ao-echo under ao-load'
+	@echo '                    for DEMO_TIME (10s), then the latency plot'
+	@echo '  plot            - render the last demo latency CSV (gnuplot)'
+	@echo '  fuzz            - libFuzzer (clang) over the parsers for'
+	@echo '                    FUZZ_TIME seconds (60)'
+	@echo '  soak            - ao-echo under load and misbehaving clients'
+	@echo '                    for SOAK_TIME seconds (600)'
+	@echo '  verify          - model-check the lock and event count (spin)'
 	@echo '  deps            - apt-get install the packages that are missing'
 	@echo '  install         - install headers, libraries, aorta.pc'
 	@echo '                    (PREFIX=$(PREFIX) DESTDIR=)'
