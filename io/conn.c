@@ -100,7 +100,10 @@ static void post(struct ao_conn *c, uint32_t bits)
 	} while (!__atomic_compare_exchange_n(&r->mb_head, &head, c, true,
 					      __ATOMIC_SEQ_CST,
 					      __ATOMIC_RELAXED));
-	if (!head && __atomic_load_n(&r->sleeping, __ATOMIC_SEQ_CST))
+	/* The ring posting to itself (a ring handler) is awake: it drains
+	 * the mailbox before it next blocks (see ring_main()). */
+	if (!head && io_current_ring() != r &&
+	    __atomic_load_n(&r->sleeping, __ATOMIC_SEQ_CST))
 		io_ring_wake(r);
 }
 
@@ -230,6 +233,21 @@ static void pkt_run(struct ao_work *w)
 
 /* ---- the receive path (ring thread) ---- */
 
+/* AO_SERVER_RING_HANDLERS: run on_packet here and now.  Takes over pkt.
+ * Closing is left to the caller (the framer may be mid-feed): a failed
+ * handler makes the emit fail with -EPROTO. */
+static int ring_emit(struct ao_conn *c, struct ao_buf *pkt)
+{
+	const struct ao_server_handlers *h = &c->srv->cfg.handlers;
+	int ret = 0;
+
+	IO_STAT_ADD(c->ring, packets_in, 1);
+	if (h->on_packet && h->on_packet(c, pkt, h->arg) < 0)
+		ret = -EPROTO;
+	ao_buf_put(pkt);
+	return ret;
+}
+
 static struct ao_buf *conn_alloc(void *arg)
 {
 	struct ao_conn *c = arg;
@@ -264,9 +282,12 @@ static void bp_update(struct ao_conn *c)
 static int conn_emit(void *arg, struct ao_buf *pkt)
 {
 	struct ao_conn *c = arg;
-	struct pkt_work *pw = malloc(sizeof(*pw));
+	struct pkt_work *pw;
 	int err;
 
+	if (c->srv->ring_handlers)
+		return ring_emit(c, pkt);
+	pw = malloc(sizeof(*pw));
 	if (!pw) {
 		ao_buf_put(pkt);
 		return -ENOMEM;
@@ -302,6 +323,8 @@ static enum ao_close_reason err_reason(int err)
 		return AO_CLOSE_EMPTY;
 	case -ESHUTDOWN:
 		return AO_CLOSE_SHUTDOWN;
+	case -EPROTO:
+		return AO_CLOSE_PROTOCOL; /* ring_emit() */
 	default:
 		return AO_CLOSE_NOMEM;
 	}
@@ -553,6 +576,10 @@ void io_conn_finish(struct ao_conn *c)
 	c->next = c->prev = NULL;
 	/* on_close after every packet: the ring's reference goes with it. */
 	ao_work_init(&c->close_work, close_run);
+	if (r->srv->ring_handlers) {
+		close_run(&c->close_work);
+		return;
+	}
 	err = ao_strand_submit(&c->strand, &c->close_work);
 	if (err < 0)
 		close_run(&c->close_work);
@@ -593,6 +620,13 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 		r->conns->prev = c;
 	r->conns = c;
 	r->nalive++;
+	/* Ring handlers: on_open now.  Its sends and closes are deferred
+	 * (kick list, mailbox), so the backend may set the socket up after. */
+	if (srv->ring_handlers) {
+		if (srv->cfg.handlers.on_open)
+			srv->cfg.handlers.on_open(c, srv->cfg.handlers.arg);
+		return c;
+	}
 	/* on_open first on the strand, before any packet. */
 	ao_work_init(&c->open_work, open_run);
 	ao_conn_get(c);
@@ -602,6 +636,46 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 }
 
 /* ---- sending ---- */
+
+/* A send queued on the ring's own thread: start it after the current
+ * batch, without the mailbox (ring thread only, so no atomics).  No
+ * reference: the ring flushes the list before it reaps. */
+static void kick_add(struct ao_conn *c)
+{
+	struct io_ring *r = c->ring;
+
+	if (c->kick_queued)
+		return;
+	c->kick_queued = true;
+	c->kick_next = r->kicks;
+	r->kicks = c;
+}
+
+void io_ring_flush_kicks(struct io_ring *r)
+{
+	struct ao_conn *c;
+
+	/* A kick may close a conn (epoll: a failed send), whose on_close
+	 * may send on another: the list may grow while it is walked. */
+	while ((c = r->kicks)) {
+		r->kicks = c->kick_next;
+		c->kick_next = NULL;
+		c->kick_queued = false;
+		if (c->state < CONN_CLOSING)
+			r->be->send_kick(r, c);
+	}
+}
+
+void io_ring_drop_kicks(struct io_ring *r)
+{
+	struct ao_conn *c;
+
+	while ((c = r->kicks)) {
+		r->kicks = c->kick_next;
+		c->kick_next = NULL;
+		c->kick_queued = false;
+	}
+}
 
 static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 {
@@ -652,7 +726,10 @@ static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 	c->sq_tail = n;
 	c->sq_bytes += total;
 	ao_spin_unlock(&c->sq_lock);
-	post(c, MB_SEND);
+	if (io_current_ring() == c->ring)
+		kick_add(c);
+	else
+		post(c, MB_SEND);
 	return 0;
 }
 

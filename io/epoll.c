@@ -237,6 +237,8 @@ static void ep_wait(struct io_ring *r, int64_t timeout_ns)
 		    !c->ep_in && !(evs & EPOLLOUT))
 			io_conn_close_hard(c, AO_CLOSE_RESET);
 	}
+	/* Sends ring handlers queued during this batch. */
+	io_ring_flush_kicks(r);
 }
 
 static void ep_close(struct io_ring *r, struct ao_conn *c)

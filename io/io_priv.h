@@ -90,6 +90,8 @@ struct ao_conn {
 	bool rx_nobufs; /* no receive buffer: re-arm after a refill */
 	bool counted; /* in srv->nconns */
 	bool graceful; /* closing after a complete drain: end with a FIN */
+	bool kick_queued; /* on the ring's kick list */
+	struct ao_conn *kick_next; /* kick list link */
 	struct held_rx *held, **held_tail; /* input waiting for buffers */
 	struct ao_framer framer;
 	struct ao_conn *next, *prev; /* the ring's list of live sockets */
@@ -127,6 +129,7 @@ struct io_ring {
 	/* Ring thread only. */
 	struct ao_conn *conns; /* live sockets */
 	struct ao_conn *reap; /* refs gone; freed once the strand is idle */
+	struct ao_conn *kicks; /* sends queued on this thread, to start */
 	uint32_t nalive; /* conns allocated on this ring and not freed */
 	uint32_t nheld; /* conns with held input */
 	uint32_t nnobufs; /* conns with rx_nobufs */
@@ -181,6 +184,7 @@ struct ao_server {
 	unsigned int ring_flags; /* uring setup flags in use */
 	uint16_t port;
 	bool started;
+	bool ring_handlers; /* AO_SERVER_RING_HANDLERS */
 	uint32_t stopping; /* atomic */
 	uint32_t nconns; /* atomic, relaxed: a count for max_conns only */
 	uint64_t next_id; /* atomic */
@@ -233,6 +237,12 @@ void io_ring_drain_mailbox(struct io_ring *r);
 void io_ring_reap(struct io_ring *r);
 /* Free a conn outright (its strand idle, no references). */
 void io_conn_free(struct ao_conn *c);
+/* Start the sends queued from this ring's own thread (the kick list);
+ * the backends call it after each batch of events, the ring before it
+ * reaps. */
+void io_ring_flush_kicks(struct io_ring *r);
+/* The ring is going away: forget the kick list. */
+void io_ring_drop_kicks(struct io_ring *r);
 
 /* server.c: accepting, shared by the backends. */
 void io_ring_accepted(struct io_ring *r, int fd);

@@ -80,6 +80,21 @@
  * -ENOBUFS and the connection is closed as a slow consumer.  Accepted
  * sockets get TCP_NODELAY.
  *
+ * Ring handlers (AO_SERVER_RING_HANDLERS).  The handlers run on the ring
+ * thread itself: on_open when the connection is accepted, on_packet from
+ * the framer's emit (no work item, no strand, no backlog), on_close in
+ * io_conn_finish().  Nothing a handler does may change the connection's
+ * state under the code that called it (the framer is mid-feed, the
+ * backend mid-completion), so every effect is deferred: ao_conn_send()
+ * on the ring thread puts the conn on the ring's kick list (ring-local,
+ * no atomics, no reference: the ring flushes the list after each batch
+ * of events and before every reap, so a listed conn is never freed), and
+ * the flush starts the send; ao_conn_close() and the slow-consumer close
+ * go through the mailbox, whose post() skips the eventfd when the poster
+ * is the ring itself (the ring looks at its mailbox before it blocks).
+ * A failing on_packet makes the emit fail, and the ring closes the
+ * connection (AO_CLOSE_PROTOCOL) once the framer has returned.
+ *
  * Connection lifetime.  A conn is reference counted: the ring holds one
  * from accept until on_close has run, each queued packet and mailbox entry
  * holds one, users may take more.  Closing is in three steps: DRAINING
@@ -199,7 +214,7 @@ static int resolve_config(struct ao_server_config *c)
 	if (c->ring_buffers > 32768 ||
 	    (c->ring_buffers & (c->ring_buffers - 1)))
 		return -EINVAL;
-	if (c->flags & ~AO_SERVER_QUIET)
+	if (c->flags & ~(AO_SERVER_QUIET | AO_SERVER_RING_HANDLERS))
 		return -EINVAL;
 	return 0;
 }
@@ -224,6 +239,7 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 		goto fail;
 	}
 	srv->low_water = srv->cfg.session_backlog / 2;
+	srv->ring_handlers = srv->cfg.flags & AO_SERVER_RING_HANDLERS;
 	srv->exec = cfg->exec;
 	if (!srv->exec) {
 		struct ao_exec_config ec = AO_EXEC_CONFIG_INIT;
@@ -456,6 +472,8 @@ static void *ring_main(void *arg)
 			ring_scan(r, now);
 			r->next_scan_ns = now + period;
 		}
+		/* Before reaping: a conn on the kick list is not freed. */
+		io_ring_flush_kicks(r);
 		io_ring_reap(r);
 		if (r->stop_seen) {
 			if (!r->conns && !r->nalive)
@@ -478,6 +496,7 @@ static void *ring_main(void *arg)
 		r->be->wait(r, timeout);
 		__atomic_store_n(&r->sleeping, 0, __ATOMIC_RELAXED);
 	}
+	io_ring_drop_kicks(r);
 	r->be->fini(r);
 	/* Out of time: no operation can complete now, so finish by hand
 	 * what is left (handlers still running will put theirs later;

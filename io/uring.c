@@ -585,6 +585,8 @@ static void ur_wait(struct io_ring *r, int64_t timeout_ns)
 	}
 	/* The CQ alone (not io_uring_buf_ring_cq_advance(): see the top). */
 	io_uring_cq_advance(&u->ring, count);
+	/* Sends ring handlers queued: into this submit. */
+	io_ring_flush_kicks(r);
 	buf_publish(u);
 	io_uring_submit(&u->ring);
 }

@@ -9,7 +9,8 @@
  * -ENOTCONN.  Every reference must be put before ao_server_destroy().
  *
  * All of a connection's handlers (on_open, on_packet, on_close) run on its
- * strand: in order, one at a time, on the executor's workers.
+ * strand: in order, one at a time, on the executor's workers; or, with
+ * AO_SERVER_RING_HANDLERS, in the same order on its ring thread.
  */
 #ifndef AORTA_IO_CONN_H
 #define AORTA_IO_CONN_H
@@ -54,7 +55,9 @@ AO_API void ao_conn_put(struct ao_conn *c);
  * when the send completes, so one buffer may go to many connections; do not
  * change its bytes until then.  Returns 0, -ENOTCONN once the connection is
  * closing, -ENOBUFS if this send would pass the send-queue bound (the
- * connection is then closed as a slow consumer), or -ENOMEM.
+ * connection is then closed as a slow consumer), or -ENOMEM.  Called on
+ * the connection's ring thread (a handler under AO_SERVER_RING_HANDLERS),
+ * the send starts when the handler returns, with no cross-thread wake-up.
  */
 AO_API int ao_conn_send(struct ao_conn *c, struct ao_buf *buf);
 /* Same, as one packet: the server's length prefix goes first. */

@@ -39,7 +39,8 @@ enum ao_io_backend {
 	AO_IO_EPOLL = 2, /* epoll */
 };
 
-/* Handlers; each runs on the connection's strand.  arg is handlers.arg. */
+/* Handlers; each runs on the connection's strand (on the ring thread with
+ * AO_SERVER_RING_HANDLERS).  arg is handlers.arg. */
 struct ao_server_handlers {
 	/* A connection was accepted (before any of its packets). */
 	void (*on_open)(struct ao_conn *c, void *arg);
@@ -56,6 +57,28 @@ struct ao_server_handlers {
 
 /* Flags for struct ao_server_config. */
 #define AO_SERVER_QUIET 0x1u /* do not log the backend to stderr */
+#define AO_SERVER_RING_HANDLERS 0x2u /* handlers on the ring thread */
+
+/*
+ * AO_SERVER_RING_HANDLERS: every handler runs on the ring thread that owns
+ * the connection, straight from the receive, with no strand, work item or
+ * worker hop (the fastest path, for handlers that only answer).  Rules:
+ *  - a handler must not block or run long: it holds up every connection
+ *    of its ring.  Hand long work to ao_server_exec() yourself;
+ *  - one connection's handlers still run in order, one at a time
+ *    (on_open, its packets, on_close); connections of one ring run one
+ *    after the other, rings in parallel;
+ *  - ao_conn_send() from the ring thread appends to the send queue and
+ *    the send starts as soon as the handler returns (the sends of one
+ *    batch of receives go out together), without the mailbox or the
+ *    eventfd; ao_conn_close() too takes effect after the handler returns.
+ *    Other threads may send as usual;
+ *  - there is no backlog between the ring and the handler, so
+ *    session_backlog does not apply; a peer that sends without reading is
+ *    bounded by sendq_max (closed as a slow consumer);
+ *  - a negative return from on_packet closes the connection at once
+ *    (AO_CLOSE_PROTOCOL): the rest of that receive is dropped.
+ */
 
 struct ao_server_config {
 	const char *address; /* IPv4 address to bind; NULL: "127.0.0.1" */
