@@ -638,7 +638,12 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &e.o);
 
 	/* Blocked before any thread exists, so every thread inherits the
-	 * mask and the signals wait for the signalfd. */
+	 * mask and the signals wait for the signalfd.  The default action
+	 * first: a shell starts a background job with SIGINT ignored, and an
+	 * ignored signal never reaches the signalfd. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGUSR1, SIG_DFL);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
