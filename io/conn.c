@@ -330,20 +330,28 @@ static enum ao_close_reason err_reason(int err)
 	}
 }
 
-/* Keep len bytes of buf from off for when buffers are back. */
+/*
+ * Keep len bytes of buf from off for when buffers are back.  They are
+ * copied out, and buf goes back to the kernel: a reference here would pin
+ * one pool buffer per starved connection, and with as many of them as
+ * free buffers every buffer ends up either held or stitching a packet
+ * whose rest can never be received (the provided-buffer ring stays empty):
+ * a deadlock.  A held connection stops receiving, so the copies are only
+ * the receives already under way when it stopped.
+ */
 static void hold(struct ao_conn *c, struct ao_buf *buf, uint32_t off,
 		 uint32_t len)
 {
-	struct held_rx *h = malloc(sizeof(*h));
+	struct held_rx *h = malloc(sizeof(*h) + len);
 
 	if (!h) {
 		io_conn_close_hard(c, AO_CLOSE_NOMEM);
 		return;
 	}
 	h->next = NULL;
-	h->buf = buf ? ao_buf_ref(buf) : NULL;
-	h->off = off;
+	h->off = 0;
 	h->len = len;
+	memcpy(h->data, buf->data + off, len);
 	if (!c->held) {
 		c->ring->nheld++;
 		*c->held_tail = h;
@@ -364,8 +372,6 @@ static void free_held(struct ao_conn *c)
 	while (h) {
 		struct held_rx *next = h->next;
 
-		if (h->buf)
-			ao_buf_put(h->buf);
 		free(h);
 		h = next;
 	}
@@ -385,7 +391,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 	c->last_rx_ns = io_now();
 	if (c->held) {
 		hold(c, buf, 0, len);
-		return true;
+		return false; /* copied */
 	}
 	if (c->framer.hdr_len == 0) {
 		/* Raw: the receive buffer is the packet (no copy). */
@@ -404,7 +410,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 	if (err == -ENOBUFS) {
 		IO_STAT_ADD(c->ring, enobufs, 1);
 		hold(c, buf, (uint32_t)used, len - (uint32_t)used);
-		return true;
+		return false; /* copied */
 	}
 	io_conn_close_hard(c, err_reason(err));
 	return false;
@@ -415,10 +421,9 @@ void io_conn_retry_held(struct ao_conn *c)
 	struct held_rx *h;
 
 	while (c->state < CONN_CLOSING && (h = c->held)) {
-		const uint8_t *p = h->buf ? h->buf->data : NULL;
 		size_t used;
-		int err = ao_framer_feed(&c->framer, p ? p + h->off : NULL,
-					 h->len, &used);
+		int err = ao_framer_feed(&c->framer, h->data + h->off, h->len,
+					 &used);
 
 		h->off += (uint32_t)used;
 		h->len -= (uint32_t)used;
@@ -433,8 +438,6 @@ void io_conn_retry_held(struct ao_conn *c)
 			c->held_tail = &c->held;
 			c->ring->nheld--;
 		}
-		if (h->buf)
-			ao_buf_put(h->buf);
 		free(h);
 		if (!c->held) {
 			c->ring->be->rx_update(c->ring, c);

@@ -54,11 +54,14 @@ struct sendq_node {
 	uint8_t hdr[4];
 };
 
-/* Receive bytes kept back while the pool is empty (ring thread only). */
+/*
+ * Receive bytes kept back while the pool is empty (ring thread only): a
+ * copy, so that a held receive pins no pool buffer (see hold()).
+ */
 struct held_rx {
 	struct held_rx *next;
-	struct ao_buf *buf; /* one reference */
 	uint32_t off, len;
+	uint8_t data[];
 };
 
 struct io_ring;

@@ -45,8 +45,8 @@
  * straight back to the kernel.  A send takes a reference on the buffer and
  * drops it when the bytes are on the wire, so a broadcast shares one
  * buffer.  If the pool is empty mid-stream, the unframed rest of the
- * receive is held (with a reference) and recv stops for that connection
- * until buffers come back.  At stop every buffer returns: the pool's
+ * receive is held (copied: the receive buffer goes back, see hold() in
+ * io/conn.c) and recv stops for that connection until buffers come back.  At stop every buffer returns: the pool's
  * in-use count is back to zero once the handlers have put theirs.
  *
  * Zero-length packets: with a length prefix, a length of zero is an error
