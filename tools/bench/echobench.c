@@ -1,0 +1,1526 @@
+// SPDX-License-Identifier: MIT
+/*
+ * echobench: ao-echo against a plain single-threaded epoll echo server
+ * (tools/bench/baseline/epoll_echo_server.c), on 127.0.0.1, both loaded
+ * by ao-load, in one run.
+ *
+ * Servers: the baseline, and ao-echo with the io_uring and epoll backends,
+ * each in ring mode (echo straight from the ring thread) and worker mode
+ * (strand + worker + send path).  Cells: clients 1, 50, 500, 1000 x
+ * payloads of 128 and 512 bytes, raw framing, closed loop with one request
+ * in flight per connection, --seconds (10) each.  Every cell starts a
+ * fresh server and stops it after the load; the servers of one cell run
+ * one after the other, so the ratios compare runs seconds apart.
+ *
+ * On a 2-core machine the load generator competes with the server for
+ * CPU, so requests/s alone says little; the figure that matters is the
+ * server's CPU time per request: user + system ticks of the server process
+ * (/proc/PID/stat fields 14 and 15, all its threads, in _SC_CLK_TCK) over
+ * the load phase, divided by the requests answered in it.  The phase is
+ * taken from ao-load's progress lines, one a second from the start of the
+ * load, which it prints on stdout before its --json result: the ticks are
+ * sampled as the first and the last line arrive and the requests are the
+ * per-second rates of the lines in between, each times its interval, so
+ * neither the connection set-up nor the teardown counts.  A cell too short
+ * for two lines (under 2 s) uses the whole life of ao-load instead (the
+ * "whole" figure, also in the JSON of every cell).
+ *
+ * Pinning: with 2 or more usable CPUs the server gets the first one and
+ * ao-load (and echobench itself, which only sleeps in poll()) the others,
+ * with one ao-load thread per CPU it has, at most one per connection;
+ * --server-cpus, --load-cpus and --load-threads override.  The pinning is
+ * done in the child, between fork() and exec().  ao-echo sizes its worker
+ * pool from its affinity mask, so on 2 CPUs it runs one ring thread and
+ * one worker on CPU 0, like the single-threaded baseline.
+ *
+ * Children: every child gets PR_SET_PDEATHSIG(SIGKILL) (echobench dying
+ * for any reason takes them along), SIGINT/SIGTERM/SIGHUP to echobench
+ * kill them first, and every wait is bounded: the port line (10 s),
+ * ao-load (--seconds + 25 s), the server's graceful stop (10 s), each
+ * followed by SIGKILL.  The soft RLIMIT_NOFILE is raised to the hard
+ * limit, which the children inherit, for the 1000-client cells.
+ *
+ * Exit status: 0 when every cell ran (targets missed or not), 1 when a
+ * cell could not run (a server that did not start or crashed, ao-load
+ * that could not connect or died, a timeout), 2 for a usage error.
+ *
+ * The machine is shared: run it as
+ *	flock /tmp/bench.lock build/tools/bench/echobench
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "bench.h"
+
+#define MAX_LIST 8
+#define MAX_RUNS 16
+#define NOTE_LEN 200
+#define PORT_TIMEOUT_S 10.0
+#define STOP_TIMEOUT_S 10.0
+#define LOAD_SLACK_S 25.0 /* connect 5 s + drain 5 s + start and margin */
+#define KILL_TIMEOUT_S 3.0
+
+/* ------------------------------------------------------------------------
+ * Servers and options
+ */
+
+enum srv_id {
+	S_BASE,
+	S_URING_RING,
+	S_URING_WORKER,
+	S_EPOLL_RING,
+	S_EPOLL_WORKER,
+	NSRV
+};
+
+struct srv_desc {
+	const char *name;
+	const char *backend; /* ao-echo --backend; NULL: the baseline */
+	const char *mode; /* ao-echo --mode */
+};
+
+static const struct srv_desc srvs[NSRV] = {
+	[S_BASE] = { "baseline", NULL, NULL },
+	[S_URING_RING] = { "uring-ring", "uring", "ring" },
+	[S_URING_WORKER] = { "uring-worker", "uring", "worker" },
+	[S_EPOLL_RING] = { "epoll-ring", "epoll", "ring" },
+	[S_EPOLL_WORKER] = { "epoll-worker", "epoll", "worker" },
+};
+
+static struct bench_opts opts;
+static char echo_path[PATH_MAX], load_path[PATH_MAX], base_path[PATH_MAX];
+static unsigned int srv_mask = (1u << NSRV) - 1;
+static unsigned int clients_list[MAX_LIST] = { 1, 50, 500, 1000 };
+static unsigned int nclients = 4;
+static unsigned int sizes_list[MAX_LIST] = { 128, 512 };
+static unsigned int nsizes = 2;
+static bool sizes_given;
+static unsigned int load_threads; /* 0: one per load CPU */
+static const char *load_engine = "epoll";
+static cpu_set_t srv_cpus, load_cpus;
+static bool srv_cpus_given, load_cpus_given, no_pin, pinned;
+static long clk_tck;
+static pid_t self_pid;
+
+static const char extra_usage[] =
+	"  --servers=LIST       of baseline, uring-ring, uring-worker, "
+	"epoll-ring,\n"
+	"                       epoll-worker (default all)\n"
+	"  --clients=LIST       connections per cell (1,50,500,1000)\n"
+	"  --sizes=LIST         payload bytes (128,512; --quick: 128)\n"
+	"  --echo=PATH          ao-echo (default ../echo/ao-echo next to "
+	"this program)\n"
+	"  --load=PATH          ao-load (default ../load/ao-load)\n"
+	"  --baseline=PATH      the baseline (default "
+	"baseline/epoll_echo_server)\n"
+	"  --load-threads=N     ao-load threads (default one per load CPU)\n"
+	"  --load-engine=E      ao-load engine, epoll or uring (epoll)\n"
+	"  --server-cpus=LIST   CPUs of the server (default the first)\n"
+	"  --load-cpus=LIST     CPUs of ao-load (default the others)\n"
+	"  --no-pin             pin nothing\n"
+	"  cells are named SERVER/cCLIENTS/sSIZE for --only (uring-ring/c500/"
+	"s128);\n"
+	"  --seconds defaults to 10 (--quick: 2)";
+
+static __attribute__((noreturn)) void bad_value(const char *arg)
+{
+	fprintf(stderr, "echobench: bad value in '%s'\n", arg);
+	exit(2);
+}
+
+/* "1,50,500": up to MAX_LIST numbers in [1, max]. */
+static void parse_list(const char *arg, const char *val, unsigned int *out,
+		       unsigned int *n, unsigned long max)
+{
+	const char *p = val;
+
+	*n = 0;
+	while (*p) {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(p, &end, 10);
+		if (errno || end == p || !v || v > max || *n == MAX_LIST ||
+		    *p == '-' || (*end && *end != ','))
+			bad_value(arg);
+		out[(*n)++] = (unsigned int)v;
+		p = *end ? end + 1 : end;
+	}
+	if (!*n)
+		bad_value(arg);
+}
+
+/* "0", "0,2", "1-3". */
+static void parse_cpus(const char *arg, const char *val, cpu_set_t *set)
+{
+	const char *p = val;
+
+	CPU_ZERO(set);
+	while (*p) {
+		char *end;
+		unsigned long a, b;
+
+		errno = 0;
+		a = strtoul(p, &end, 10);
+		if (errno || end == p || *p == '-' || a >= CPU_SETSIZE)
+			bad_value(arg);
+		b = a;
+		if (*end == '-') {
+			p = end + 1;
+			b = strtoul(p, &end, 10);
+			if (errno || end == p || *p == '-' || b < a ||
+			    b >= CPU_SETSIZE)
+				bad_value(arg);
+		}
+		if (*end && *end != ',')
+			bad_value(arg);
+		for (unsigned long c = a; c <= b; c++)
+			CPU_SET(c, set);
+		p = *end ? end + 1 : end;
+	}
+	if (!CPU_COUNT(set))
+		bad_value(arg);
+}
+
+static void set_path(char *dst, const char *arg, const char *val)
+{
+	if (!*val || strlen(val) >= PATH_MAX)
+		bad_value(arg);
+	strcpy(dst, val);
+}
+
+static bool parse_extra(const char *a)
+{
+	unsigned int v[MAX_LIST], n;
+
+	if (!strncmp(a, "--servers=", 10)) {
+		char buf[256], *save, *tok;
+
+		if (strlen(a + 10) >= sizeof(buf))
+			bad_value(a);
+		strcpy(buf, a + 10);
+		srv_mask = 0;
+		for (tok = strtok_r(buf, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			int s;
+
+			for (s = 0; s < NSRV; s++)
+				if (!strcmp(tok, srvs[s].name))
+					break;
+			if (s == NSRV)
+				bad_value(a);
+			srv_mask |= 1u << s;
+		}
+		if (!srv_mask)
+			bad_value(a);
+	} else if (!strncmp(a, "--clients=", 10)) {
+		parse_list(a, a + 10, clients_list, &nclients, 100000);
+	} else if (!strncmp(a, "--sizes=", 8)) {
+		parse_list(a, a + 8, sizes_list, &nsizes, 1u << 20);
+		sizes_given = true;
+	} else if (!strncmp(a, "--echo=", 7)) {
+		set_path(echo_path, a, a + 7);
+	} else if (!strncmp(a, "--load=", 7)) {
+		set_path(load_path, a, a + 7);
+	} else if (!strncmp(a, "--baseline=", 11)) {
+		set_path(base_path, a, a + 11);
+	} else if (!strncmp(a, "--load-threads=", 15)) {
+		parse_list(a, a + 15, v, &n, 1024);
+		if (n != 1)
+			bad_value(a);
+		load_threads = v[0];
+	} else if (!strncmp(a, "--load-engine=", 14)) {
+		load_engine = a + 14;
+		if (strcmp(load_engine, "epoll") &&
+		    strcmp(load_engine, "uring"))
+			bad_value(a);
+	} else if (!strncmp(a, "--server-cpus=", 14)) {
+		parse_cpus(a, a + 14, &srv_cpus);
+		srv_cpus_given = true;
+	} else if (!strncmp(a, "--load-cpus=", 12)) {
+		parse_cpus(a, a + 12, &load_cpus);
+		load_cpus_given = true;
+	} else if (!strcmp(a, "--no-pin")) {
+		no_pin = true;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* The default paths, relative to this program's own folder. */
+static void default_paths(void)
+{
+	char exe[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		strcpy(exe, ".");
+	else
+		exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		*slash = '\0';
+	if (!echo_path[0])
+		snprintf(echo_path, sizeof(echo_path), "%.*s/../echo/ao-echo",
+			 PATH_MAX - 20, exe);
+	if (!load_path[0])
+		snprintf(load_path, sizeof(load_path), "%.*s/../load/ao-load",
+			 PATH_MAX - 20, exe);
+	if (!base_path[0])
+		snprintf(base_path, sizeof(base_path),
+			 "%.*s/baseline/epoll_echo_server", PATH_MAX - 30, exe);
+}
+
+static int first_cpu(const cpu_set_t *s)
+{
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, s))
+			return c;
+	return -1;
+}
+
+static void cpus_str(const cpu_set_t *s, char *buf, size_t n)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (int c = 0; c < CPU_SETSIZE && len + 8 < n; c++)
+		if (CPU_ISSET(c, s))
+			len += (size_t)snprintf(buf + len, n - len, "%s%d",
+						len ? "," : "", c);
+}
+
+/* Which CPUs the server and ao-load get (see the top of the file). */
+static int plan_cpus(void)
+{
+	cpu_set_t allowed, tmp;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+		return -errno;
+	if (no_pin)
+		return 0;
+	if (srv_cpus_given) {
+		CPU_AND(&tmp, &srv_cpus, &allowed);
+		if (!CPU_EQUAL(&tmp, &srv_cpus))
+			return -EINVAL;
+	}
+	if (load_cpus_given) {
+		CPU_AND(&tmp, &load_cpus, &allowed);
+		if (!CPU_EQUAL(&tmp, &load_cpus))
+			return -EINVAL;
+	}
+	if (!srv_cpus_given && !load_cpus_given) {
+		if (CPU_COUNT(&allowed) < 2)
+			return 0; /* one CPU: nothing to separate */
+		CPU_ZERO(&srv_cpus);
+		CPU_SET(first_cpu(&allowed), &srv_cpus);
+	}
+	if (!srv_cpus_given && load_cpus_given) {
+		CPU_XOR(&srv_cpus, &allowed, &load_cpus);
+		CPU_AND(&srv_cpus, &srv_cpus, &allowed);
+		if (!CPU_COUNT(&srv_cpus))
+			srv_cpus = allowed;
+	}
+	if (!load_cpus_given) {
+		CPU_XOR(&load_cpus, &allowed, &srv_cpus);
+		CPU_AND(&load_cpus, &load_cpus, &allowed);
+		if (!CPU_COUNT(&load_cpus))
+			load_cpus = allowed;
+	}
+	pinned = true;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Children
+ */
+
+/* The live children, killed by the signal handler. */
+static volatile pid_t live[2];
+
+static void on_fatal(int sig)
+{
+	for (int i = 0; i < 2; i++)
+		if (live[i] > 0)
+			kill(live[i], SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+struct linebuf {
+	char buf[16384];
+	size_t len;
+	char line[16384];
+};
+
+struct child {
+	pid_t pid;
+	int slot; /* in live[] */
+	int out; /* read end of its stdout */
+	int err; /* memfd: its stderr */
+	bool reaped;
+	int status;
+	struct rusage ru;
+	struct linebuf lb;
+};
+
+/* An argv built from formatted strings. */
+struct args {
+	char *v[24];
+	int n;
+	char store[2048];
+	size_t used;
+};
+
+static __attribute__((format(printf, 2, 3))) void arg_add(struct args *a,
+							  const char *fmt, ...)
+{
+	va_list ap;
+	size_t room = sizeof(a->store) - a->used;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(a->store + a->used, room, fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= room ||
+	    a->n + 1 >= (int)(sizeof(a->v) / sizeof(a->v[0]))) {
+		fputs("echobench: argument list too long\n", stderr);
+		abort();
+	}
+	a->v[a->n++] = a->store + a->used;
+	a->v[a->n] = NULL;
+	a->used += (size_t)k + 1;
+}
+
+static double now_s(void)
+{
+	return (double)bench_now_ns() / 1e9;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000l };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/*
+ * Start argv[0] with its stdout on a pipe (c->out) and its stderr in a
+ * memfd (c->err), pinned to cpus (NULL: not pinned).  0 or -errno.
+ */
+static int child_spawn(struct child *c, int slot, struct args *a,
+		       const cpu_set_t *cpus)
+{
+	sigset_t all, old;
+	int p[2];
+	pid_t pid;
+
+	memset(c, 0, sizeof(*c));
+	c->pid = -1;
+	c->slot = slot;
+	c->out = -1;
+	c->err = memfd_create("echobench-stderr", MFD_CLOEXEC);
+	if (c->err < 0)
+		return -errno;
+	if (pipe2(p, O_CLOEXEC)) {
+		int e = -errno;
+
+		close(c->err);
+		c->err = -1;
+		return e;
+	}
+	/* No signal handler of ours may run in the child, and none may
+	 * arrive between the fork and the pid being in live[]. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	pid = fork();
+	if (pid == 0) {
+		static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE };
+		int nul = open("/dev/null", O_RDONLY);
+
+		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+			signal(sigs[i], SIG_DFL);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != self_pid)
+			_exit(127); /* the parent died already */
+		if (nul >= 0)
+			dup2(nul, STDIN_FILENO);
+		dup2(p[1], STDOUT_FILENO);
+		dup2(c->err, STDERR_FILENO);
+		if (cpus && sched_setaffinity(0, sizeof(*cpus), cpus)) {
+			dprintf(STDERR_FILENO, "echobench: pinning %s: %s\n",
+				a->v[0], strerror(errno));
+			_exit(126);
+		}
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		execv(a->v[0], a->v);
+		dprintf(STDERR_FILENO, "echobench: cannot run %s: %s\n",
+			a->v[0], strerror(errno));
+		_exit(127);
+	}
+	if (pid > 0)
+		live[slot] = pid;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(p[1]);
+	if (pid < 0) {
+		int e = -errno;
+
+		close(p[0]);
+		close(c->err);
+		c->err = -1;
+		return e;
+	}
+	c->pid = pid;
+	c->out = p[0];
+	return 0;
+}
+
+/* Reap c within timeout_s: 0, or -ETIMEDOUT (it still runs). */
+static int child_wait(struct child *c, double timeout_s)
+{
+	double end = now_s() + timeout_s;
+
+	while (!c->reaped) {
+		pid_t r = wait4(c->pid, &c->status, WNOHANG, &c->ru);
+
+		if (r == c->pid) {
+			c->reaped = true;
+			live[c->slot] = 0;
+			break;
+		}
+		if (r < 0 && errno != EINTR) {
+			/* Not ours any more: treat it as gone. */
+			c->reaped = true;
+			c->status = 0x7f00; /* "exit 127" */
+			live[c->slot] = 0;
+			break;
+		}
+		if (now_s() > end)
+			return -ETIMEDOUT;
+		nap_ms(2);
+	}
+	return 0;
+}
+
+/* Has c exited (reaping it if so)? */
+static bool child_gone(struct child *c)
+{
+	return !child_wait(c, 0);
+}
+
+static void child_kill(struct child *c)
+{
+	if (c->pid <= 0 || c->reaped)
+		return;
+	kill(c->pid, SIGKILL);
+	if (child_wait(c, KILL_TIMEOUT_S))
+		fprintf(stderr, "echobench: pid %d survives SIGKILL\n",
+			(int)c->pid);
+}
+
+/* Kill (if it still runs) and release everything. */
+static void child_close(struct child *c)
+{
+	child_kill(c);
+	if (c->out >= 0)
+		close(c->out);
+	if (c->err >= 0)
+		close(c->err);
+	c->out = c->err = -1;
+}
+
+/* "exit 1", "signal 11" */
+static const char *status_str(const struct child *c, char *buf, size_t n)
+{
+	if (!c->reaped)
+		snprintf(buf, n, "still running");
+	else if (WIFEXITED(c->status))
+		snprintf(buf, n, "exit %d", WEXITSTATUS(c->status));
+	else if (WIFSIGNALED(c->status))
+		snprintf(buf, n, "signal %d", WTERMSIG(c->status));
+	else
+		snprintf(buf, n, "status %#x", c->status);
+	return buf;
+}
+
+/* The last line of what c wrote on stderr ("" if nothing). */
+static const char *child_stderr_tail(const struct child *c, char *buf, size_t n)
+{
+	off_t size;
+	ssize_t k;
+	char *p;
+
+	buf[0] = '\0';
+	if (c->err < 0)
+		return buf;
+	size = lseek(c->err, 0, SEEK_END);
+	if (size <= 0)
+		return buf;
+	k = pread(c->err, buf, n - 1,
+		  size > (off_t)(n - 1) ? size - (off_t)(n - 1) : 0);
+	if (k <= 0) {
+		buf[0] = '\0';
+		return buf;
+	}
+	buf[k] = '\0';
+	while (k > 0 && (buf[k - 1] == '\n' || buf[k - 1] == '\r'))
+		buf[--k] = '\0';
+	p = strrchr(buf, '\n');
+	if (p)
+		memmove(buf, p + 1, strlen(p + 1) + 1);
+	return buf;
+}
+
+/*
+ * The next line of c's stdout into c->lb.line (without the newline):
+ * 1, 0 at the end of the stream, -ETIMEDOUT when none came before end.
+ */
+static int child_line(struct child *c, double end)
+{
+	struct linebuf *lb = &c->lb;
+
+	for (;;) {
+		char *nl = memchr(lb->buf, '\n', lb->len);
+		struct pollfd pfd = { .fd = c->out, .events = POLLIN };
+		double left;
+		ssize_t k;
+		int r;
+
+		if (nl || lb->len == sizeof(lb->buf)) {
+			size_t n = nl ? (size_t)(nl - lb->buf) : lb->len;
+			size_t skip = nl ? n + 1 : n;
+
+			if (n >= sizeof(lb->line))
+				n = sizeof(lb->line) - 1;
+			memcpy(lb->line, lb->buf, n);
+			lb->line[n] = '\0';
+			memmove(lb->buf, lb->buf + skip, lb->len - skip);
+			lb->len -= skip;
+			return 1;
+		}
+		if (c->out < 0)
+			return 0;
+		left = end - now_s();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&pfd, 1, (int)(left * 1000) + 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			continue; /* the deadline check above ends it */
+		k = read(c->out, lb->buf + lb->len, sizeof(lb->buf) - lb->len);
+		if (k < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (k <= 0) {
+			close(c->out);
+			c->out = -1;
+			if (lb->len) {
+				/* A last line without a newline. */
+				lb->buf[lb->len] = '\0';
+				memcpy(lb->line, lb->buf, lb->len + 1);
+				lb->len = 0;
+				return 1;
+			}
+			return 0;
+		}
+		lb->len += (size_t)k;
+	}
+}
+
+/* user + system clock ticks of a process (all its threads); -1 if gone. */
+static long long proc_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* The command name (field 2) may hold spaces and parentheses: the
+	 * fields after it start after the last ')'.  Then field 3 (state)
+	 * ... 13 (cmajflt), 14 utime, 15 stime. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu "
+			 "%llu",
+			 &ut, &st) != 2)
+		return -1;
+	return (long long)(ut + st);
+}
+
+/*
+ * How long the threads of a process sat runnable without a CPU, in ns: the
+ * sum of /proc/PID/task/TID/schedstat's second field.  Over a cell it says
+ * how much other processes (or ao-load) got in the server's way.
+ */
+static long long proc_run_delay_ns(pid_t pid)
+{
+	char path[300];
+	struct dirent *e;
+	long long sum = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		unsigned long long run, wait;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.32s/schedstat",
+			 (int)pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu %llu", &run, &wait) == 2)
+			sum += (long long)wait;
+		fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
+/* The number after "key": in a flat JSON object; false if absent. */
+static bool json_get(const char *json, const char *key, double *v)
+{
+	char pat[64];
+	const char *p;
+	char *end;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(json, pat);
+	if (!p)
+		return false;
+	p += strlen(pat);
+	*v = strtod(p, &end);
+	return end != p;
+}
+
+/* ------------------------------------------------------------------------
+ * One cell: start the server, load it, stop it.
+ */
+
+struct sample {
+	double rps; /* ao-load: requests / its load phase */
+	double p50_ns, p99_ns, p999_ns, max_ns;
+	double cpu_us; /* server CPU us per request (window, else whole) */
+	double cpu_us_whole; /* over the whole life of ao-load */
+	double window_s; /* 0: no window, whole */
+	double srv_util, load_util; /* CPUs used over the window */
+	double srv_wait; /* server threads runnable without a CPU, in CPUs */
+	long long requests, errors, mismatches; /* errors: not mismatches */
+	long long conn_errors, timeouts;
+	int srv_rc; /* the server's exit status after SIGTERM, or 128+sig */
+	double srv_accepted, srv_enobufs, srv_pool_exhausted; /* -1 */
+};
+
+struct cell {
+	int runs, ok, failed, stop_bad;
+	struct sample s[MAX_RUNS]; /* the ok ones */
+	long long errors, mismatches; /* over the ok runs */
+	char note[NOTE_LEN];
+	/* medians, by summarise() */
+	double rps, p99_ns, cpu_us, cpu_us_whole, window_s, srv_util, load_util,
+		srv_wait;
+};
+
+static struct cell cells[NSRV][MAX_LIST][MAX_LIST];
+static int failed_runs;
+
+static __attribute__((format(printf, 2, 3))) void note(struct cell *c,
+						       const char *fmt, ...)
+{
+	size_t n = strlen(c->note);
+	va_list ap;
+
+	/* The first note is the cause; later ones follow it. */
+	if (n && n + 3 < sizeof(c->note)) {
+		strcpy(c->note + n, "; ");
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(c->note + n, sizeof(c->note) - n, fmt, ap);
+	va_end(ap);
+}
+
+static int server_start(int s, struct child *c, unsigned int *port,
+			struct cell *cl)
+{
+	struct args a = { .n = 0 };
+	char st[32], tail[256];
+	int r;
+
+	if (s == S_BASE) {
+		arg_add(&a, "%s", base_path);
+		arg_add(&a, "--port=0");
+		arg_add(&a, "--framing=raw");
+	} else {
+		arg_add(&a, "%s", echo_path);
+		arg_add(&a, "--port=0");
+		arg_add(&a, "--framing=raw");
+		arg_add(&a, "--backend=%s", srvs[s].backend);
+		arg_add(&a, "--mode=%s", srvs[s].mode);
+		arg_add(&a, "--drain-timeout=2s");
+		arg_add(&a, "--quiet");
+		arg_add(&a, "--json");
+	}
+	r = child_spawn(c, 0, &a, pinned ? &srv_cpus : NULL);
+	if (r) {
+		note(cl, "cannot start %s: %s", a.v[0], strerror(-r));
+		return r;
+	}
+	r = child_line(c, now_s() + PORT_TIMEOUT_S);
+	if (r == 1 && sscanf(c->lb.line, "port=%u", port) == 1 && *port)
+		return 0;
+	if (r == -ETIMEDOUT) {
+		child_kill(c);
+		note(cl, "server: no port line in %.0f s (%s)", PORT_TIMEOUT_S,
+		     child_stderr_tail(c, tail, sizeof(tail)));
+	} else {
+		child_wait(c, 1.0);
+		child_kill(c);
+		note(cl, "server did not start (%s): %s",
+		     status_str(c, st, sizeof(st)),
+		     child_stderr_tail(c, tail, sizeof(tail)));
+	}
+	return -EIO;
+}
+
+/* SIGTERM, the final report (ao-echo --json), the exit status. */
+static void server_stop(struct child *c, struct sample *sm, struct cell *cl)
+{
+	double end = now_s() + STOP_TIMEOUT_S, v;
+	char st[32], tail[256];
+
+	sm->srv_accepted = sm->srv_enobufs = sm->srv_pool_exhausted = -1;
+	kill(c->pid, SIGTERM);
+	while (child_line(c, end) == 1) {
+		const char *l = c->lb.line;
+
+		if (!strstr(l, "\"final\""))
+			continue;
+		if (json_get(l, "accepted", &v))
+			sm->srv_accepted = v;
+		if (json_get(l, "enobufs", &v))
+			sm->srv_enobufs = v;
+		if (json_get(l, "pool_exhausted", &v))
+			sm->srv_pool_exhausted = v;
+	}
+	if (child_wait(c, end - now_s() > 0 ? end - now_s() : 0)) {
+		child_kill(c);
+		note(cl, "server did not stop within %.0f s of SIGTERM",
+		     STOP_TIMEOUT_S);
+		sm->srv_rc = 128 + SIGKILL;
+		cl->stop_bad++;
+		return;
+	}
+	sm->srv_rc = WIFEXITED(c->status) ? WEXITSTATUS(c->status) :
+					    128 + WTERMSIG(c->status);
+	if (sm->srv_rc) {
+		cl->stop_bad++;
+		note(cl, "server %s after SIGTERM: %s",
+		     status_str(c, st, sizeof(st)),
+		     child_stderr_tail(c, tail, sizeof(tail)));
+	}
+}
+
+/* ao-load threads for a cell: --load-threads, else one per load CPU. */
+static unsigned int threads_for(unsigned int clients)
+{
+	unsigned int t = load_threads;
+
+	if (!t)
+		t = pinned ? (unsigned int)CPU_COUNT(&load_cpus) : 1;
+	return t < clients ? t : clients;
+}
+
+/* Load the server on port: fills sm; 0, or -1 if the load did not run. */
+static int load_run(pid_t srv, unsigned int port, unsigned int clients,
+		    unsigned int size, struct sample *sm, struct cell *cl)
+{
+	struct args a = { .n = 0 };
+	struct child ld;
+	unsigned int threads = threads_for(clients);
+	long long ms = (long long)(opts.seconds * 1000 + 0.5);
+	double t_before, t_after, t_prev = 0, t0 = 0, t1 = 0, w_req = 0;
+	long long c_before, c_after, c0 = 0, c1 = 0, l0 = 0, l1 = 0;
+	long long d_before, d_after, d0 = 0, d1 = 0;
+	static char json[16384];
+	double v, load_cpu_s, end;
+	int nlines = 0, r, rc;
+	char st[32], tail[256];
+
+	arg_add(&a, "%s", load_path);
+	arg_add(&a, "--port=%u", port);
+	arg_add(&a, "--connections=%u", clients);
+	arg_add(&a, "--size=%u", size);
+	arg_add(&a, "--duration=%lldms", ms > 0 ? ms : 1);
+	arg_add(&a, "--threads=%u", threads);
+	arg_add(&a, "--engine=%s", load_engine);
+	arg_add(&a, "--framing=raw");
+	arg_add(&a, "--timeout=5s");
+	arg_add(&a, "--json");
+	arg_add(&a, "--progress=always");
+
+	json[0] = '\0';
+	t_before = now_s();
+	c_before = proc_ticks(srv);
+	d_before = proc_run_delay_ns(srv);
+	r = child_spawn(&ld, 1, &a, pinned ? &load_cpus : NULL);
+	if (r) {
+		note(cl, "cannot start %s: %s", a.v[0], strerror(-r));
+		return -1;
+	}
+	end = now_s() + opts.seconds + LOAD_SLACK_S;
+	while ((r = child_line(&ld, end)) == 1) {
+		const char *l = ld.lb.line;
+		double el, rate, t;
+		long long cs, lt, ds;
+
+		if (l[0] == '{') {
+			snprintf(json, sizeof(json), "%s", l);
+			continue;
+		}
+		if (sscanf(l, " %lfs %lf req/s", &el, &rate) != 2)
+			continue;
+		/* A progress line: ao-load printed it just now. */
+		t = now_s();
+		cs = proc_ticks(srv);
+		lt = proc_ticks(ld.pid);
+		ds = proc_run_delay_ns(srv);
+		if (!nlines) {
+			t0 = t;
+			c0 = cs;
+			l0 = lt;
+			d0 = ds;
+		} else {
+			w_req += rate * (t - t_prev);
+			t1 = t;
+			c1 = cs;
+			l1 = lt;
+			d1 = ds;
+		}
+		t_prev = t;
+		nlines++;
+	}
+	c_after = proc_ticks(srv);
+	d_after = proc_run_delay_ns(srv);
+	t_after = now_s();
+	if (r == -ETIMEDOUT) {
+		child_close(&ld);
+		note(cl, "ao-load did not finish in %.0f s",
+		     opts.seconds + LOAD_SLACK_S);
+		return -1;
+	}
+	if (child_wait(&ld, 5.0)) {
+		child_close(&ld);
+		note(cl, "ao-load did not exit after closing its stdout");
+		return -1;
+	}
+	rc = WIFEXITED(ld.status) ? WEXITSTATUS(ld.status) : -1;
+	if ((rc != 0 && rc != 1) || !json[0] ||
+	    !json_get(json, "requests", &v)) {
+		/* 2: usage, 3: could not connect, 1 without a result: a
+		 * fatal error; a signal: a crash. */
+		note(cl, "ao-load %s%s: %s", status_str(&ld, st, sizeof(st)),
+		     rc == 3 ? " (could not connect)" : "",
+		     child_stderr_tail(&ld, tail, sizeof(tail)));
+		child_close(&ld);
+		return -1;
+	}
+	sm->requests = (long long)v;
+	if (json_get(json, "mismatches", &v))
+		sm->mismatches = (long long)v;
+	if (json_get(json, "errors", &v))
+		sm->errors = (long long)v - sm->mismatches;
+	if (json_get(json, "conn_errors", &v))
+		sm->conn_errors = (long long)v;
+	if (json_get(json, "timeouts", &v))
+		sm->timeouts = (long long)v;
+	json_get(json, "requests_per_sec", &sm->rps);
+	json_get(json, "p50_ns", &sm->p50_ns);
+	json_get(json, "p99_ns", &sm->p99_ns);
+	json_get(json, "p99.9_ns", &sm->p999_ns);
+	json_get(json, "max_ns", &sm->max_ns);
+	load_cpu_s =
+		(double)(ld.ru.ru_utime.tv_sec + ld.ru.ru_stime.tv_sec) +
+		(double)(ld.ru.ru_utime.tv_usec + ld.ru.ru_stime.tv_usec) / 1e6;
+	if (c_before >= 0 && c_after >= c_before && sm->requests > 0)
+		sm->cpu_us_whole = (double)(c_after - c_before) /
+				   (double)clk_tck * 1e6 / (double)sm->requests;
+	if (nlines >= 2 && w_req > 0 && c0 >= 0 && c1 >= c0 && t1 > t0) {
+		sm->window_s = t1 - t0;
+		sm->cpu_us = (double)(c1 - c0) / (double)clk_tck * 1e6 / w_req;
+		sm->srv_util =
+			(double)(c1 - c0) / (double)clk_tck / sm->window_s;
+		if (l0 >= 0 && l1 >= l0)
+			sm->load_util = (double)(l1 - l0) / (double)clk_tck /
+					sm->window_s;
+		if (d0 >= 0 && d1 >= d0)
+			sm->srv_wait = (double)(d1 - d0) / 1e9 / sm->window_s;
+	} else {
+		sm->cpu_us = sm->cpu_us_whole;
+		if (t_after > t_before && c_after >= c_before) {
+			sm->srv_util = (double)(c_after - c_before) /
+				       (double)clk_tck / (t_after - t_before);
+			sm->load_util = load_cpu_s / (t_after - t_before);
+			if (d_before >= 0 && d_after >= d_before)
+				sm->srv_wait = (double)(d_after - d_before) /
+					       1e9 / (t_after - t_before);
+		}
+	}
+	if (rc == 1 && !sm->errors && !sm->mismatches)
+		note(cl, "ao-load exit 1: %s",
+		     child_stderr_tail(&ld, tail, sizeof(tail)));
+	child_close(&ld);
+	return 0;
+}
+
+static void cell_name(int s, unsigned int ci, unsigned int si, char *buf,
+		      size_t n)
+{
+	snprintf(buf, n, "%s/c%u/s%u", srvs[s].name, clients_list[ci],
+		 sizes_list[si]);
+}
+
+static void run_cell(int s, unsigned int ci, unsigned int si)
+{
+	struct cell *cl = &cells[s][ci][si];
+	struct sample sm;
+	struct child srv;
+	unsigned int port = 0;
+	char st[32], tail[256];
+	int r;
+
+	memset(&sm, 0, sizeof(sm));
+	cl->runs++;
+	if (server_start(s, &srv, &port, cl)) {
+		child_close(&srv);
+		goto failed;
+	}
+	r = load_run(srv.pid, port, clients_list[ci], sizes_list[si], &sm, cl);
+	if (child_gone(&srv)) {
+		/* It died under the load (a crash, or it gave up). */
+		note(cl, "server died during the load: %s: %s",
+		     status_str(&srv, st, sizeof(st)),
+		     child_stderr_tail(&srv, tail, sizeof(tail)));
+		child_close(&srv);
+		goto failed;
+	}
+	server_stop(&srv, &sm, cl);
+	child_close(&srv);
+	if (r)
+		goto failed;
+	cl->s[cl->ok++] = sm;
+	cl->errors += sm.errors;
+	cl->mismatches += sm.mismatches;
+	return;
+failed:
+	cl->failed++;
+	failed_runs++;
+	if (!opts.json) {
+		char name[64];
+
+		cell_name(s, ci, si, name, sizeof(name));
+		fprintf(stderr, "\rechobench: %s: %s\n", name, cl->note);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Report
+ */
+
+static double med(const struct cell *c, size_t off)
+{
+	double v[MAX_RUNS];
+
+	for (int i = 0; i < c->ok; i++)
+		v[i] = *(const double *)((const char *)&c->s[i] + off);
+	return bench_median(v, (size_t)c->ok);
+}
+
+static void summarise(struct cell *c)
+{
+	if (!c->ok)
+		return;
+	c->rps = med(c, offsetof(struct sample, rps));
+	c->p99_ns = med(c, offsetof(struct sample, p99_ns));
+	c->cpu_us = med(c, offsetof(struct sample, cpu_us));
+	c->cpu_us_whole = med(c, offsetof(struct sample, cpu_us_whole));
+	c->window_s = med(c, offsetof(struct sample, window_s));
+	c->srv_util = med(c, offsetof(struct sample, srv_util));
+	c->load_util = med(c, offsetof(struct sample, load_util));
+	c->srv_wait = med(c, offsetof(struct sample, srv_wait));
+}
+
+static bool ok(int s, unsigned int ci, unsigned int si)
+{
+	return cells[s][ci][si].ok > 0;
+}
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : 0;
+}
+
+static void print_cell_json(int s, unsigned int ci, unsigned int si)
+{
+	const struct cell *c = &cells[s][ci][si];
+	const struct cell *b = &cells[S_BASE][ci][si];
+	const struct sample *last = c->ok ? &c->s[c->ok - 1] : NULL;
+	char name[64];
+
+	cell_name(s, ci, si, name, sizeof(name));
+	bench_json_begin("echobench");
+	bench_json_str("cell", name);
+	bench_json_str("server", srvs[s].name);
+	bench_json_str("backend", srvs[s].backend ? srvs[s].backend : "epoll");
+	bench_json_str("mode", srvs[s].mode ? srvs[s].mode : "baseline");
+	bench_json_int("clients", clients_list[ci]);
+	bench_json_int("size", sizes_list[si]);
+	bench_json_str("framing", "raw");
+	bench_json_num("seconds", opts.seconds);
+	bench_json_int("load_threads", threads_for(clients_list[ci]));
+	bench_json_str("load_engine", load_engine);
+	bench_json_int("runs", c->runs);
+	bench_json_int("ok", c->ok);
+	bench_json_int("failed", c->failed);
+	bench_json_int("errors", c->errors);
+	bench_json_int("mismatches", c->mismatches);
+	if (c->ok) {
+		long long req = 0;
+
+		for (int i = 0; i < c->ok; i++)
+			req += c->s[i].requests;
+		bench_json_int("requests", req);
+		bench_json_num("requests_per_sec", c->rps);
+		bench_json_num("p99_ns", c->p99_ns);
+		bench_json_num("p50_ns", last->p50_ns);
+		bench_json_num("p999_ns", last->p999_ns);
+		bench_json_num("max_ns", last->max_ns);
+		bench_json_num("server_cpu_us_per_req", c->cpu_us);
+		bench_json_num("server_cpu_us_per_req_whole", c->cpu_us_whole);
+		bench_json_num("cpu_window_s", c->window_s);
+		bench_json_num("server_cpus_used", c->srv_util);
+		bench_json_num("load_cpus_used", c->load_util);
+		bench_json_num("server_cpu_wait", c->srv_wait);
+		if (s != S_BASE && b->ok) {
+			bench_json_num("cpu_vs_baseline",
+				       ratio(c->cpu_us, b->cpu_us));
+			bench_json_num("rps_vs_baseline",
+				       ratio(c->rps, b->rps));
+		}
+		if (last->srv_accepted >= 0)
+			bench_json_num("server_accepted", last->srv_accepted);
+		if (last->srv_enobufs >= 0)
+			bench_json_num("server_enobufs", last->srv_enobufs);
+		if (last->srv_pool_exhausted >= 0)
+			bench_json_num("server_pool_exhausted",
+				       last->srv_pool_exhausted);
+		bench_json_int("server_exit", last->srv_rc);
+	}
+	if (c->note[0])
+		bench_json_str("note", c->note);
+	bench_json_end();
+}
+
+static void print_tables(void)
+{
+	for (unsigned int si = 0; si < nsizes; si++) {
+		bool header = false;
+
+		for (unsigned int ci = 0; ci < nclients; ci++) {
+			bool any = false;
+
+			for (int s = 0; s < NSRV; s++) {
+				const struct cell *c = &cells[s][ci][si];
+				const struct cell *b = &cells[S_BASE][ci][si];
+				char xr[16] = "", xc[16] = "";
+
+				if (!c->runs)
+					continue;
+				if (!header) {
+					printf("\n%u-byte payload\n"
+					       "%-13s %7s %9s %7s %9s %10s "
+					       "%7s %7s %8s %8s %7s %5s  %s\n",
+					       sizes_list[si], "server",
+					       "clients", "req/s", "x-base",
+					       "p99-us", "cpu-us/req", "x-base",
+					       "srv-cpu", "load-cpu",
+					       "srv-wait", "errors", "mism",
+					       "notes");
+					header = true;
+				}
+				any = true;
+				if (!c->ok) {
+					printf("%-13s %7u %9s %7s %9s %10s %7s "
+					       "%7s %8s %8s %7s %5s  failed: %s\n",
+					       srvs[s].name, clients_list[ci],
+					       "-", "", "-", "-", "", "", "",
+					       "", "", "", c->note);
+					continue;
+				}
+				if (b->ok) {
+					snprintf(xr, sizeof(xr), "%.2fx",
+						 ratio(c->rps, b->rps));
+					snprintf(xc, sizeof(xc), "%.2fx",
+						 ratio(c->cpu_us, b->cpu_us));
+				}
+				printf("%-13s %7u %9.0f %7s %9.1f %10.2f %7s "
+				       "%7.2f %8.2f %8.2f %7lld %5lld  %s%s%s\n",
+				       srvs[s].name, clients_list[ci], c->rps,
+				       xr, c->p99_ns / 1e3, c->cpu_us, xc,
+				       c->srv_util, c->load_util, c->srv_wait,
+				       c->errors, c->mismatches,
+				       c->window_s > 0 ? "" : "whole-run cpu ",
+				       c->failed ? "some runs failed: " : "",
+				       c->note);
+			}
+			if (any && ci + 1 < nclients)
+				putchar('\n');
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Targets (issue 6), against this run's baseline
+ */
+
+static __attribute__((format(printf, 2, 3))) void target(bool pass,
+							 const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!opts.json) {
+		bench_target(pass, "%s", msg);
+		return;
+	}
+	bench_misses += !pass;
+	bench_json_begin("echobench");
+	bench_json_str("target", msg);
+	bench_json_int("pass", pass);
+	bench_json_end();
+}
+
+/* The CPU targets hold at 50 clients and more: with one client the server
+ * mostly sleeps and wakes per request, which no design avoids. */
+static bool loaded(unsigned int ci)
+{
+	return clients_list[ci] >= 50;
+}
+
+static void cpu_target(int s, int ref, unsigned int ci, unsigned int si,
+		       double limit)
+{
+	const struct cell *c = &cells[s][ci][si], *r = &cells[ref][ci][si];
+	double x;
+
+	if (!ok(s, ci, si) || !ok(ref, ci, si))
+		return;
+	x = ratio(c->cpu_us, r->cpu_us);
+	target(x <= limit,
+	       "%-12s c%-4u s%-3u CPU/request %.2fx %s's (<= %.1f; %.2f vs "
+	       "%.2f us)",
+	       srvs[s].name, clients_list[ci], sizes_list[si], x,
+	       srvs[ref].name, limit, c->cpu_us, r->cpu_us);
+}
+
+static void targets(void)
+{
+	long long mism = 0;
+	int cells_ok = 0, bad_cells = 0;
+	char bad[128] = "";
+
+	if (!opts.json)
+		printf("\nTargets (issue 6), against this run's baseline "
+		       "(CPU targets at 50+ clients):\n");
+	for (unsigned int si = 0; si < nsizes; si++)
+		for (unsigned int ci = 0; ci < nclients; ci++) {
+			const struct cell *c = &cells[S_URING_RING][ci][si];
+			const struct cell *b = &cells[S_BASE][ci][si];
+			double x;
+
+			if (!loaded(ci))
+				continue;
+			cpu_target(S_URING_RING, S_BASE, ci, si, 0.7);
+			if (!ok(S_URING_RING, ci, si) || !ok(S_BASE, ci, si))
+				continue;
+			x = ratio(c->rps, b->rps);
+			target(x >= 1.0,
+			       "%-12s c%-4u s%-3u requests/s %.2fx baseline's "
+			       "(>= 1; %.0f vs %.0f)",
+			       srvs[S_URING_RING].name, clients_list[ci],
+			       sizes_list[si], x, c->rps, b->rps);
+		}
+	for (unsigned int si = 0; si < nsizes; si++)
+		for (unsigned int ci = 0; ci < nclients; ci++)
+			if (loaded(ci))
+				cpu_target(S_URING_WORKER, S_URING_RING, ci, si,
+					   1.5);
+	for (unsigned int si = 0; si < nsizes; si++)
+		for (unsigned int ci = 0; ci < nclients; ci++) {
+			if (!loaded(ci))
+				continue;
+			cpu_target(S_EPOLL_RING, S_BASE, ci, si, 1.1);
+			cpu_target(S_EPOLL_WORKER, S_BASE, ci, si, 1.1);
+		}
+
+	for (int s = 0; s < NSRV; s++)
+		for (unsigned int ci = 0; ci < nclients; ci++)
+			for (unsigned int si = 0; si < nsizes; si++) {
+				const struct cell *c = &cells[s][ci][si];
+
+				if (!c->ok)
+					continue;
+				cells_ok++;
+				mism += c->mismatches;
+				if (c->mismatches && bad_cells++ < 3) {
+					size_t n = strlen(bad);
+
+					snprintf(bad + n, sizeof(bad) - n,
+						 " %s/c%u/s%u", srvs[s].name,
+						 clients_list[ci],
+						 sizes_list[si]);
+				}
+			}
+	if (cells_ok && !mism)
+		target(true, "zero mismatches: none in %d cells", cells_ok);
+	else if (cells_ok)
+		target(false, "zero mismatches: %lld in %d of %d cells:%s",
+		       mism, bad_cells, cells_ok, bad);
+
+	for (unsigned int ci = 0; ci < nclients; ci++) {
+		if (clients_list[ci] != 1000)
+			continue;
+		for (int s = 0; s < NSRV; s++) {
+			long long errs = 0;
+			int runs = 0, failed = 0;
+
+			for (unsigned int si = 0; si < nsizes; si++) {
+				const struct cell *c = &cells[s][ci][si];
+
+				runs += c->runs;
+				failed += c->failed;
+				errs += c->errors + c->mismatches;
+			}
+			if (!runs)
+				continue;
+			target(!errs && !failed,
+			       "%-12s 1000 clients served without errors: "
+			       "%lld errors, %d of %d runs failed",
+			       srvs[s].name, errs, failed, runs);
+		}
+	}
+}
+
+/* The 1-minute load average: how busy the shared machine was. */
+static double loadavg(void)
+{
+	double l = -1;
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f) {
+		if (fscanf(f, "%lf", &l) != 1)
+			l = -1;
+		fclose(f);
+	}
+	return l;
+}
+
+static int need(const char *path, const char *what, const char *hint)
+{
+	if (!access(path, X_OK))
+		return 0;
+	fprintf(stderr, "echobench: %s not found at %s (%s)\n", what, path,
+		hint);
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	static const int fatal[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa;
+	struct rlimit rl;
+	bool quick = false, progress;
+	double t_start = now_s(), load0 = loadavg();
+	char scpus[64] = "-", lcpus[64] = "-";
+	int r, stop_bad = 0;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--quick"))
+			quick = true;
+	bench_parse(argc, argv, &opts, quick ? 2.0 : 10.0, 1, extra_usage,
+		    parse_extra);
+	if (opts.runs > MAX_RUNS) {
+		fprintf(stderr, "echobench: --runs must be <= %d\n", MAX_RUNS);
+		return 2;
+	}
+	if (opts.quick && !sizes_given) {
+		sizes_list[0] = 128;
+		nsizes = 1;
+	}
+	self_pid = getpid();
+	clk_tck = sysconf(_SC_CLK_TCK);
+	if (clk_tck <= 0)
+		clk_tck = 100;
+	default_paths();
+	if (need(load_path, "ao-load", "make tools, or --load=PATH") ||
+	    ((srv_mask & (1u << S_BASE)) &&
+	     need(base_path, "the baseline",
+		  "make bench, or --baseline=PATH")) ||
+	    ((srv_mask & ~(1u << S_BASE)) &&
+	     need(echo_path, "ao-echo",
+		  "make tools, --echo=PATH, or --servers=baseline")))
+		return 1;
+	r = plan_cpus();
+	if (r) {
+		fprintf(stderr, "echobench: bad CPU sets: %s\n", strerror(-r));
+		return 2;
+	}
+	if (pinned) {
+		cpus_str(&srv_cpus, scpus, sizeof(scpus));
+		cpus_str(&load_cpus, lcpus, sizeof(lcpus));
+		/* echobench only sleeps in poll(): keep it off the server's
+		 * CPUs all the same. */
+		sched_setaffinity(0, sizeof(load_cpus), &load_cpus);
+	}
+	/* For the 1000-client cells: the children inherit it. */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	getrlimit(RLIMIT_NOFILE, &rl);
+	for (unsigned int ci = 0; ci < nclients; ci++)
+		if (rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur < clients_list[ci] + 64ull)
+			fprintf(stderr,
+				"echobench: warning: RLIMIT_NOFILE %llu is too "
+				"low for %u clients\n",
+				(unsigned long long)rl.rlim_cur,
+				clients_list[ci]);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fatal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+		sigaction(fatal[i], &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (!opts.json) {
+		printf("echobench: ao-echo (uring, epoll x ring, worker) and "
+		       "the epoll baseline on 127.0.0.1,\n"
+		       "raw framing, closed loop (1 request in flight per "
+		       "connection), %.1f s per cell, %d run%s\n",
+		       opts.seconds, opts.runs, opts.runs == 1 ? "" : "s");
+		unsigned int t = threads_for(UINT_MAX);
+
+		if (pinned)
+			printf("server on CPU %s, ao-load on CPU %s", scpus,
+			       lcpus);
+		else
+			printf("server and ao-load not pinned");
+		printf(" (%s engine, up to %u thread%s)", load_engine, t,
+		       t == 1 ? "" : "s");
+		printf("; RLIMIT_NOFILE %llu; load average %.2f\n"
+		       "cpu-us/req: server user+system CPU per request over "
+		       "the load phase (ao-load's first\n"
+		       "  to last progress line); x-base: against the baseline "
+		       "of the same cell (req/s: higher\n"
+		       "  is better, cpu: lower); srv-cpu, load-cpu: CPUs "
+		       "busy over that phase (1.00 = one);\n"
+		       "  srv-wait: server threads runnable but without a "
+		       "CPU over that phase, in CPUs (noise)\n",
+		       (unsigned long long)rl.rlim_cur, load0);
+		fflush(stdout);
+	}
+	progress = !opts.json && isatty(STDERR_FILENO);
+	for (int run = 0; run < opts.runs; run++)
+		for (unsigned int si = 0; si < nsizes; si++)
+			for (unsigned int ci = 0; ci < nclients; ci++)
+				for (int s = 0; s < NSRV; s++) {
+					char name[64];
+
+					if (!(srv_mask & (1u << s)))
+						continue;
+					cell_name(s, ci, si, name,
+						  sizeof(name));
+					if (!bench_selected(&opts, name))
+						continue;
+					if (progress)
+						fprintf(stderr,
+							"\r  run %d/%d %-24s",
+							run + 1, opts.runs,
+							name);
+					run_cell(s, ci, si);
+				}
+	if (progress)
+		fprintf(stderr, "\r%40s\r", "");
+
+	for (int s = 0; s < NSRV; s++)
+		for (unsigned int ci = 0; ci < nclients; ci++)
+			for (unsigned int si = 0; si < nsizes; si++) {
+				summarise(&cells[s][ci][si]);
+				stop_bad += cells[s][ci][si].stop_bad;
+			}
+	if (opts.json) {
+		for (unsigned int si = 0; si < nsizes; si++)
+			for (unsigned int ci = 0; ci < nclients; ci++)
+				for (int s = 0; s < NSRV; s++)
+					if (cells[s][ci][si].runs)
+						print_cell_json(s, ci, si);
+	} else {
+		print_tables();
+	}
+	targets();
+	if (opts.json) {
+		bench_json_begin("echobench");
+		bench_json_int("targets_missed", bench_misses);
+		bench_json_int("failed_runs", failed_runs);
+		bench_json_int("unclean_stops", stop_bad);
+		bench_json_num("seconds_total", now_s() - t_start);
+		bench_json_num("loadavg_start", load0);
+		bench_json_num("loadavg_end", loadavg());
+		bench_json_end();
+	} else {
+		printf("\n%d target%s missed; %d run%s failed to run; %d "
+		       "unclean server stop%s; %.0f s in all; load average "
+		       "%.2f at the start, %.2f at the end\n",
+		       bench_misses, bench_misses == 1 ? "" : "s", failed_runs,
+		       failed_runs == 1 ? "" : "s", stop_bad,
+		       stop_bad == 1 ? "" : "s", now_s() - t_start, load0,
+		       loadavg());
+	}
+	return failed_runs ? 1 : 0;
+}
