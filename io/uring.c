@@ -305,6 +305,28 @@ static void ur_fini(struct io_ring *r)
 
 	if (!u)
 		return;
+	/* Wait (briefly) for the multishot accept to end.  Left to the
+	 * ring's teardown, which the kernel finishes after the process is
+	 * gone, it keeps the listening socket alive a moment after exit: a
+	 * client could connect, then be reset.  Other completions are
+	 * dropped: the buffers they used are still in slot[]. */
+	for (int i = 0; u->accept_armed && i < 100; i++) {
+		struct __kernel_timespec ts = { .tv_nsec = 1000000 };
+		struct io_uring_cqe *cqe;
+		unsigned int head, count = 0;
+
+		io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, &ts, NULL);
+		io_uring_for_each_cqe(&u->ring, head, cqe)
+		{
+			uint64_t data = io_uring_cqe_get_data64(cqe);
+
+			if ((data & UD_MASK) == UD_ACCEPT &&
+			    !(cqe->flags & IORING_CQE_F_MORE))
+				u->accept_armed = false;
+			count++;
+		}
+		io_uring_cq_advance(&u->ring, count);
+	}
 	/* After the exit the kernel holds no buffer: give them back. */
 	io_uring_queue_exit(&u->ring);
 	if (u->slot)

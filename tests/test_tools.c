@@ -1,0 +1,640 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The built tools, run as programs: ao-echo's and ao-load's command lines
+ * (--help, --version, bad options exit 2 naming the option, runtime
+ * failures exit 1 or 3), ao-echo's signals (SIGUSR1 prints a statistics
+ * line, SIGTERM stops it with a final report), and ao-load against
+ * ao-echo for a second or two in every framing x backend x mode, asserting
+ * exit 0, zero errors and mismatches, and a clean final report (every
+ * buffer back).  Correctness only: no timing is asserted.
+ *
+ * The tools come from $AO_TOOLS_DIR (make check sets it to the build's
+ * tools folder, built with the same sanitizer); without it every test is
+ * skipped.  Each program is a child process that dies with the runner and
+ * never outlives a hung test (alarm).  Loopback only, ephemeral ports.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "helpers.h"
+
+#define CHILD_ALARM_S 120 /* no tool runs longer than this */
+#define OUT_MAX (256 * 1024)
+
+static char echo_path[4096], load_path[4096];
+static bool have_tools;
+static int uring_usable = -1; /* -1: not yet known */
+
+/* ---- child processes ---- */
+
+struct proc {
+	pid_t pid;
+	int out, err; /* pipes from its stdout and stderr, or -1 */
+	char obuf[OUT_MAX], ebuf[OUT_MAX];
+	size_t olen, elen;
+	size_t oline; /* start of the next unread stdout line */
+	int status; /* from waitpid, once reaped */
+	bool reaped;
+};
+
+static void set_cloexec(int fd)
+{
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* Start path with argv (argv[0] is set here); stdout and stderr are
+ * captured (stderr also kept for the messages the tests check). */
+static void proc_start(struct proc *p, const char *path, const char **args)
+{
+	char *argv[64];
+	int o[2], e[2], n = 0;
+
+	/* Writable copies, as execv() wants, made before the fork. */
+	argv[n++] = strdup(path);
+	for (; args && *args; args++) {
+		assert_true(n < 63);
+		argv[n++] = strdup(*args);
+	}
+	argv[n] = NULL;
+	memset(p, 0, sizeof(*p));
+	assert_int_equal(pipe(o), 0);
+	assert_int_equal(pipe(e), 0);
+	p->pid = fork();
+	assert_true(p->pid >= 0);
+	if (p->pid == 0) {
+		/* Die with the runner, and never outlive a hung test. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(CHILD_ALARM_S);
+		dup2(o[1], 1);
+		dup2(e[1], 2);
+		close(o[0]);
+		close(o[1]);
+		close(e[0]);
+		close(e[1]);
+		execv(path, argv);
+		_exit(127);
+	}
+	for (int i = 0; i < n; i++)
+		free(argv[i]);
+	close(o[1]);
+	close(e[1]);
+	p->out = o[0];
+	p->err = e[0];
+	set_cloexec(p->out);
+	set_cloexec(p->err);
+}
+
+/* Read what is there (or wait up to ms for something); false once both
+ * pipes are at EOF. */
+static bool proc_pump(struct proc *p, int ms)
+{
+	struct pollfd pfd[2] = { { .fd = p->out, .events = POLLIN },
+				 { .fd = p->err, .events = POLLIN } };
+	int r;
+
+	if (p->out < 0 && p->err < 0)
+		return false;
+	r = poll(pfd, 2, ms);
+	if (r < 0 && errno != EINTR)
+		fail_msg("poll: %s", strerror(errno));
+	for (int i = 0; r > 0 && i < 2; i++) {
+		int *fd = i ? &p->err : &p->out;
+		char *buf = i ? p->ebuf : p->obuf;
+		size_t *len = i ? &p->elen : &p->olen;
+		ssize_t n;
+
+		if (*fd < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		if (*len + 1 >= OUT_MAX) {
+			/* Full: keep the first part, drop the rest. */
+			char scratch[4096];
+
+			n = read(*fd, scratch, sizeof(scratch));
+		} else {
+			n = read(*fd, buf + *len, OUT_MAX - 1 - *len);
+			if (n > 0) {
+				*len += (size_t)n;
+				buf[*len] = '\0';
+			}
+		}
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+			close(*fd);
+			*fd = -1;
+		}
+	}
+	return p->out >= 0 || p->err >= 0;
+}
+
+/* The next complete stdout line (without its newline), waiting up to ms;
+ * NULL on EOF or timeout.  Valid until the next call. */
+static const char *proc_line(struct proc *p, int ms)
+{
+	static char line[OUT_MAX];
+	uint64_t end = t_now_ns() + (uint64_t)ms * 1000000ull;
+
+	for (;;) {
+		char *nl = memchr(p->obuf + p->oline, '\n', p->olen - p->oline);
+
+		if (nl) {
+			size_t n = (size_t)(nl - (p->obuf + p->oline));
+
+			memcpy(line, p->obuf + p->oline, n);
+			line[n] = '\0';
+			p->oline += n + 1;
+			return line;
+		}
+		if (p->out < 0 || t_now_ns() >= end)
+			return NULL;
+		proc_pump(p, 50);
+	}
+}
+
+/* Read everything until both pipes close, then reap; the exit status
+ * (128 + signal if it was killed). */
+static int proc_wait(struct proc *p)
+{
+	while (proc_pump(p, 1000))
+		;
+	if (!p->reaped) {
+		while (waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
+			;
+		p->reaped = true;
+	}
+	if (WIFEXITED(p->status))
+		return WEXITSTATUS(p->status);
+	return 128 + (WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0);
+}
+
+/* Run to completion; its exit status. */
+static int run(struct proc *p, const char *path, const char **args)
+{
+	proc_start(p, path, args);
+	return proc_wait(p);
+}
+
+static void proc_kill(struct proc *p)
+{
+	if (!p->reaped && p->pid > 0) {
+		kill(p->pid, SIGKILL);
+		proc_wait(p);
+	}
+}
+
+/* ---- JSON, just enough: the number after "key": in one object ---- */
+
+static bool json_num(const char *json, const char *key, double *v)
+{
+	char pat[64];
+	const char *s;
+	char *end;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	s = strstr(json, pat);
+	if (!s)
+		return false;
+	*v = strtod(s + strlen(pat), &end);
+	return end != s + strlen(pat);
+}
+
+static double jnum(const char *json, const char *key)
+{
+	double v = -1;
+
+	if (!json_num(json, key, &v))
+		fail_msg("no number \"%s\" in %s", key, json);
+	return v;
+}
+
+static bool json_str_is(const char *json, const char *key, const char *val)
+{
+	char pat[128];
+
+	snprintf(pat, sizeof(pat), "\"%s\":\"%s\"", key, val);
+	return strstr(json, pat) != NULL;
+}
+
+/* ---- the server ---- */
+
+static void need_tools(void)
+{
+	if (!have_tools)
+		skip();
+}
+
+/* Start ao-echo with args (plus --port=0 -q) and read its port; 0 if it
+ * exited first (p is then reaped). */
+static uint16_t echo_start(struct proc *p, const char **args)
+{
+	const char *argv[48];
+	const char *l;
+	int n = 0;
+
+	argv[n++] = "--port=0";
+	argv[n++] = "--quiet";
+	for (; args && *args; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	proc_start(p, echo_path, argv);
+	l = proc_line(p, 30000);
+	if (!l) {
+		proc_wait(p);
+		return 0;
+	}
+	if (strncmp(l, "port=", 5)) {
+		proc_kill(p);
+		fail_msg("ao-echo's first line is '%s', not port=N", l);
+	}
+	return (uint16_t)atoi(l + 5);
+}
+
+/* Is the io_uring backend usable here?  (ao-echo says so by starting.) */
+static bool uring_ok(void)
+{
+	if (uring_usable < 0) {
+		static struct proc p;
+		const char *args[] = { "--backend=uring", NULL };
+
+		if (echo_start(&p, args)) {
+			kill(p.pid, SIGTERM);
+			assert_int_equal(proc_wait(&p), 0);
+			uring_usable = 1;
+		} else {
+			uring_usable = 0;
+		}
+	}
+	return uring_usable == 1;
+}
+
+/* ---- command lines ---- */
+
+struct bad_case {
+	const char *arg; /* one bad argument */
+	const char *names; /* what the message must mention */
+};
+
+static void expect_usage_error(const char *path, const char **args,
+			       const char *names)
+{
+	static struct proc p;
+	int rc = run(&p, path, args);
+
+	if (rc != 2 || !strstr(p.ebuf, names))
+		fail_msg("%s %s: exit %d, stderr '%s' (want 2 and '%s')", path,
+			 args[0], rc, p.ebuf, names);
+	assert_int_equal(p.olen, 0); /* nothing on stdout */
+}
+
+static void test_echo_help_version(void **state)
+{
+	static struct proc p;
+	const char *help[] = { "--help", NULL }, *h[] = { "-h", NULL };
+	const char *ver[] = { "--version", NULL }, *v[] = { "-V", NULL };
+
+	(void)state;
+	need_tools();
+	assert_int_equal(run(&p, echo_path, help), 0);
+	assert_non_null(strstr(p.obuf, "Usage: ao-echo"));
+	assert_non_null(strstr(p.obuf, "--mode=M"));
+	assert_non_null(strstr(p.obuf, "Exit status"));
+	assert_int_equal(run(&p, echo_path, h), 0);
+	assert_non_null(strstr(p.obuf, "Usage: ao-echo"));
+	assert_int_equal(run(&p, echo_path, ver), 0);
+	assert_true(!strncmp(p.obuf, "ao-echo ", 8));
+	assert_int_equal(run(&p, echo_path, v), 0);
+	assert_true(!strncmp(p.obuf, "ao-echo ", 8));
+}
+
+static void test_echo_bad_options(void **state)
+{
+	static const struct bad_case cases[] = {
+		{ "--bogus", "--bogus" },
+		{ "-Z", "-Z" },
+		{ "--port", "--port" }, /* no value */
+		{ "--port=65536", "--port" },
+		{ "--port=http", "--port" },
+		{ "--address=1.2.3", "--address" },
+		{ "--address=::1", "--address" },
+		{ "--workers=-1", "--workers" },
+		{ "--workers=100000", "--workers" },
+		{ "--rings=0", "--rings" },
+		{ "--backend=kqueue", "--backend" },
+		{ "--framing=len8", "--framing" },
+		{ "--mode=fast", "--mode" },
+		{ "--discipline=fifo", "--discipline" },
+		{ "--max-packet=0", "--max-packet" },
+		{ "--max-packet=2G", "--max-packet" },
+		{ "--max-conns=0", "--max-conns" },
+		{ "--idle-timeout=5x", "--idle-timeout" },
+		{ "--buffers=none", "--buffers" },
+		{ "--drain-timeout=0", "--drain-timeout" },
+		{ "--stats=soon", "--stats" },
+		{ "--stats=1ms", "--stats" },
+		{ "stray", "stray" },
+	};
+
+	(void)state;
+	need_tools();
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const char *args[] = { cases[i].arg, NULL };
+
+		expect_usage_error(echo_path, args, cases[i].names);
+	}
+}
+
+static void test_load_help_version(void **state)
+{
+	static struct proc p;
+	const char *help[] = { "--help", NULL };
+	const char *ver[] = { "--version", NULL };
+
+	(void)state;
+	need_tools();
+	assert_int_equal(run(&p, load_path, help), 0);
+	assert_non_null(strstr(p.obuf, "Usage: ao-load"));
+	assert_int_equal(run(&p, load_path, ver), 0);
+	assert_true(!strncmp(p.obuf, "ao-load ", 8));
+}
+
+static void test_load_bad_options(void **state)
+{
+	static const struct bad_case cases[] = {
+		{ "--bogus", "--bogus" },
+		{ "--connections=0", "--connections" },
+		{ "--framing=len8", "--framing" },
+		{ "--engine=kqueue", "--engine" },
+		{ "--duration=abc", "--duration" },
+		{ "--size=0", "--size" },
+		{ "--progress=maybe", "--progress" },
+	};
+	const char *noport[] = { "--duration=1s", NULL };
+
+	(void)state;
+	need_tools();
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const char *args[] = { "--port=1", cases[i].arg, NULL };
+
+		expect_usage_error(load_path, args, cases[i].names);
+	}
+	expect_usage_error(load_path, noport, "--port");
+}
+
+/* Runtime failures: a port in use is exit 1 for ao-echo; a port nobody
+ * listens on is exit 3 for ao-load. */
+static void test_runtime_errors(void **state)
+{
+	static struct proc srv, p;
+	char port_arg[32];
+	uint16_t port;
+
+	(void)state;
+	need_tools();
+	t_watchdog_arm(60, "tools: runtime errors");
+	port = echo_start(&srv, NULL);
+	assert_true(port != 0);
+	snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
+	{
+		const char *args[] = { port_arg, "--quiet", NULL };
+
+		assert_int_equal(run(&p, echo_path, args), 1);
+		assert_non_null(strstr(p.ebuf, "cannot listen"));
+		assert_null(strstr(p.obuf, "port="));
+	}
+	kill(srv.pid, SIGTERM);
+	assert_int_equal(proc_wait(&srv), 0);
+	{
+		/* A port bound and not listening refuses connections (the
+		 * server's old port may linger a moment: io_uring tears
+		 * down asynchronously). */
+		struct sockaddr_in sin = { .sin_family = AF_INET };
+		socklen_t len = sizeof(sin);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		assert_true(fd >= 0);
+		assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)),
+				 0);
+		assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len),
+				 0);
+		snprintf(port_arg, sizeof(port_arg), "--port=%u",
+			 ntohs(sin.sin_port));
+
+		const char *args[] = { port_arg,
+				       "--connections=2",
+				       "--duration=1s",
+				       "--timeout=2s",
+				       "-q",
+				       NULL };
+
+		int rc = run(&p, load_path, args);
+
+		if (rc != 3 || !strstr(p.ebuf, "cannot connect"))
+			fail_msg("ao-load to a closed port: exit %d, '%s'", rc,
+				 p.ebuf);
+		close(fd);
+	}
+	t_watchdog_disarm();
+}
+
+/* SIGUSR1 prints a statistics line at once (text, then JSON); SIGINT
+ * stops the server like SIGTERM. */
+static void test_echo_signals(void **state)
+{
+	static struct proc srv;
+	const char *json[] = { "--json", NULL };
+	const char *l;
+
+	(void)state;
+	need_tools();
+	t_watchdog_arm(60, "tools: signals");
+	assert_true(echo_start(&srv, NULL) != 0);
+	kill(srv.pid, SIGUSR1);
+	l = proc_line(&srv, 20000);
+	assert_non_null(l);
+	assert_non_null(strstr(l, "open 0"));
+	assert_non_null(strstr(l, "pool"));
+	kill(srv.pid, SIGINT);
+	assert_int_equal(proc_wait(&srv), 0);
+	assert_non_null(strstr(srv.obuf, "final statistics"));
+	assert_non_null(strstr(srv.obuf, "buffer pool"));
+	assert_non_null(strstr(srv.obuf, "pool locks"));
+	assert_non_null(strstr(srv.obuf, "executor"));
+	assert_non_null(strstr(srv.obuf, "stop          ok"));
+
+	assert_true(echo_start(&srv, json) != 0);
+	kill(srv.pid, SIGUSR1);
+	l = proc_line(&srv, 20000);
+	assert_non_null(l);
+	assert_true(json_str_is(l, "type", "stats"));
+	assert_int_equal(jnum(l, "open"), 0);
+	assert_true(jnum(l, "pool_total") == 4096);
+	kill(srv.pid, SIGTERM);
+	assert_int_equal(proc_wait(&srv), 0);
+	l = proc_line(&srv, 0);
+	assert_non_null(l);
+	assert_true(json_str_is(l, "type", "final"));
+	assert_true(json_str_is(l, "status", "ok"));
+	t_watchdog_disarm();
+}
+
+/* ---- ao-load against ao-echo ---- */
+
+struct combo {
+	const char *framing;
+	const char *backend;
+	const char *mode;
+};
+
+#define COMBO(f, b, m)  \
+	{               \
+		f, b, m \
+	}
+static struct combo combos[] = {
+	COMBO("raw", "uring", "worker"),   COMBO("raw", "epoll", "worker"),
+	COMBO("len16", "uring", "worker"), COMBO("len16", "epoll", "worker"),
+	COMBO("len32", "uring", "worker"), COMBO("len32", "epoll", "worker"),
+	COMBO("raw", "uring", "ring"),	   COMBO("raw", "epoll", "ring"),
+	COMBO("len16", "uring", "ring"),   COMBO("len16", "epoll", "ring"),
+	COMBO("len32", "uring", "ring"),   COMBO("len32", "epoll", "ring"),
+};
+
+static void test_load_echo(void **state)
+{
+	const struct combo *k = *state;
+	static struct proc srv, load;
+	char f_arg[32], b_arg[32], m_arg[32], port_arg[32];
+	const char *srv_args[] = { f_arg, b_arg, m_arg, "--json", NULL };
+	const char *dur = t_scale() < 1 ? "--duration=1s" : "--duration=2s";
+	double requests, line;
+	const char *l, *final = NULL;
+	uint16_t port;
+	int rc;
+
+	need_tools();
+	if (!strcmp(k->backend, "uring") && !uring_ok())
+		skip();
+	t_watchdog_arm(90, "tools: ao-load against ao-echo");
+	snprintf(f_arg, sizeof(f_arg), "--framing=%s", k->framing);
+	snprintf(b_arg, sizeof(b_arg), "--backend=%s", k->backend);
+	snprintf(m_arg, sizeof(m_arg), "--mode=%s", k->mode);
+	port = echo_start(&srv, srv_args);
+	if (!port)
+		fail_msg("ao-echo %s %s %s did not start: %s", f_arg, b_arg,
+			 m_arg, srv.ebuf);
+	snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
+	{
+		/* Pipelined, several connections, a size that is no
+		 * multiple of anything in particular. */
+		const char *args[] = {
+			port_arg,	   f_arg,	   dur,
+			"--connections=8", "--pipeline=4", "--size=300",
+			"--json",	   "-q",	   NULL
+		};
+
+		rc = run(&load, load_path, args);
+	}
+	if (rc != 0)
+		fail_msg("ao-load exit %d: %s %s", rc, load.obuf, load.ebuf);
+	requests = jnum(load.obuf, "requests");
+	assert_true(requests > 0);
+	assert_int_equal(jnum(load.obuf, "mismatches"), 0);
+	assert_int_equal(jnum(load.obuf, "errors"), 0);
+
+	/* A statistics line on request, while it runs. */
+	kill(srv.pid, SIGUSR1);
+	l = proc_line(&srv, 20000);
+	assert_non_null(l);
+	assert_true(json_str_is(l, "type", "stats"));
+	line = jnum(l, "packets_in");
+	assert_true(line > 0);
+
+	kill(srv.pid, SIGTERM);
+	rc = proc_wait(&srv);
+	while ((l = proc_line(&srv, 0)))
+		if (json_str_is(l, "type", "final"))
+			final = l;
+	if (rc != 0 || !final)
+		fail_msg("ao-echo exit %d: %s %s", rc, srv.obuf, srv.ebuf);
+	assert_true(json_str_is(final, "status", "ok"));
+	assert_true(json_str_is(final, "mode", k->mode));
+	assert_true(json_str_is(final, "backend",
+				!strcmp(k->backend, "uring") ? "io_uring" :
+							       "epoll"));
+	assert_int_equal(jnum(final, "pool_in_use"), 0);
+	assert_int_equal(jnum(final, "open"), 0);
+	assert_int_equal(jnum(final, "accepted"), 8);
+	assert_true(jnum(final, "packets_in") >= line);
+	/* Every byte back, prefixes included. */
+	assert_true(jnum(final, "bytes_out") == jnum(final, "bytes_in"));
+	if (strcmp(k->framing, "raw")) {
+		/* One packet per request. */
+		assert_true(jnum(final, "packets_in") == requests);
+		assert_true(jnum(final, "packets_out") == requests);
+	}
+	/* Worker mode runs each packet on the executor, ring mode never. */
+	if (!strcmp(k->mode, "ring"))
+		assert_int_equal(jnum(final, "exec_executed"), 0);
+	else
+		assert_true(jnum(final, "exec_executed") > 0);
+	t_watchdog_disarm();
+}
+
+static int setup(void)
+{
+	const char *dir = getenv("AO_TOOLS_DIR");
+
+	if (!dir || !*dir) {
+		fprintf(stderr, "test_tools: AO_TOOLS_DIR is not set: "
+				"skipping (make check sets it)\n");
+		return 0;
+	}
+	snprintf(echo_path, sizeof(echo_path), "%s/echo/ao-echo", dir);
+	snprintf(load_path, sizeof(load_path), "%s/load/ao-load", dir);
+	if (access(echo_path, X_OK) || access(load_path, X_OK)) {
+		fprintf(stderr, "test_tools: no %s or %s: skipping\n",
+			echo_path, load_path);
+		return 0;
+	}
+	have_tools = true;
+	return 0;
+}
+
+#define LOAD_ECHO(i) cmocka_unit_test_prestate(test_load_echo, &combos[i])
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_echo_help_version),
+		cmocka_unit_test(test_echo_bad_options),
+		cmocka_unit_test(test_load_help_version),
+		cmocka_unit_test(test_load_bad_options),
+		cmocka_unit_test(test_runtime_errors),
+		cmocka_unit_test(test_echo_signals),
+		LOAD_ECHO(0),
+		LOAD_ECHO(1),
+		LOAD_ECHO(2),
+		LOAD_ECHO(3),
+		LOAD_ECHO(4),
+		LOAD_ECHO(5),
+		LOAD_ECHO(6),
+		LOAD_ECHO(7),
+		LOAD_ECHO(8),
+		LOAD_ECHO(9),
+		LOAD_ECHO(10),
+		LOAD_ECHO(11),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	setup();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
