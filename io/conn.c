@@ -351,7 +351,7 @@ static void hold(struct ao_conn *c, struct ao_buf *buf, uint32_t off,
 	h->next = NULL;
 	h->off = 0;
 	h->len = len;
-	memcpy(h->data, buf->data + off, len);
+	memcpy(h->data, (const uint8_t *)buf->data + off, len);
 	if (!c->held) {
 		c->ring->nheld++;
 		*c->held_tail = h;
