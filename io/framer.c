@@ -106,7 +106,8 @@ static int emit_cur(struct ao_framer *f)
 	return f->emit(f->arg, pkt);
 }
 
-/* Raw framing: copy into as many buffers as it takes. */
+/* Raw framing: copy into as many buffers as it takes, each holding at most
+ * max_packet bytes. */
 static int feed_raw(struct ao_framer *f, const uint8_t *p, size_t len,
 		    size_t *consumed)
 {
@@ -121,7 +122,11 @@ static int feed_raw(struct ao_framer *f, const uint8_t *p, size_t len,
 			*consumed = off;
 			return -ENOBUFS;
 		}
-		n = len - off < b->cap ? len - off : b->cap;
+		/* At most one buffer, and never over max_packet: a pool may
+		 * have larger buffers than the packets it is configured for. */
+		n = b->cap < f->cfg.max_packet ? b->cap : f->cfg.max_packet;
+		if (len - off < n)
+			n = len - off;
 		memcpy(b->data, p + off, n);
 		b->len = (uint32_t)n;
 		off += n;

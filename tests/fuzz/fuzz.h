@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared bits of the libFuzzer targets: a check that aborts with the
+ * failed condition (libFuzzer then saves the input; the CMocka replay in
+ * tests/test_fuzz_regress.c defines its own), and a small PRNG that
+ * an input seeds, for choices (chunk sizes, failures) that must replay
+ * exactly from the same input.
+ */
+#ifndef AORTA_TESTS_FUZZ_H
+#define AORTA_TESTS_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifndef FUZZ_CHECK
+#define FUZZ_CHECK(cond)                                                       \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
+				__LINE__, #cond);                              \
+			abort();                                               \
+		}                                                              \
+	} while (0)
+#endif
+
+/* xorshift64*: never seeded with 0. */
+struct fuzz_rng {
+	uint64_t s;
+};
+
+static inline void fuzz_rng_seed(struct fuzz_rng *r, uint64_t seed)
+{
+	r->s = seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+	if (!r->s)
+		r->s = 1;
+}
+
+static inline uint32_t fuzz_rng_next(struct fuzz_rng *r)
+{
+	r->s ^= r->s >> 12;
+	r->s ^= r->s << 25;
+	r->s ^= r->s >> 27;
+	return (uint32_t)((r->s * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+/* A value in [0, n) (n > 0). */
+static inline uint32_t fuzz_rng_below(struct fuzz_rng *r, uint32_t n)
+{
+	return fuzz_rng_next(r) % n;
+}
+
+/* Take the first n bytes of the input as a little-endian number. */
+static inline uint64_t fuzz_take(const uint8_t **p, size_t *len, size_t n)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < n && *len; i++, (*p)++, (*len)--)
+		v |= (uint64_t) * *p << (8 * i);
+	return v;
+}
+
+#endif /* AORTA_TESTS_FUZZ_H */
