@@ -38,6 +38,7 @@ int ao_echo_main(int argc, char **argv);
 static int fuzz_echo(const uint8_t *data, size_t size)
 {
 	static struct echo_opts o;
+	static char arg0[] = "ao-echo";
 	char *buf, *argv[ECHO_MAX_ARGS + 2];
 	int argc = 0;
 	size_t i;
@@ -46,7 +47,7 @@ static int fuzz_echo(const uint8_t *data, size_t size)
 	FUZZ_CHECK(buf);
 	memcpy(buf, data, size);
 	buf[size] = '\0';
-	argv[argc++] = (char *)"ao-echo";
+	argv[argc++] = arg0;
 	for (i = 0; i < size && argc <= ECHO_MAX_ARGS; i++) {
 		argv[argc++] = buf + i;
 		while (i < size && buf[i])

@@ -177,6 +177,7 @@ static int fuzz_load_reply(const uint8_t *data, size_t size)
 static int fuzz_load_args(const uint8_t *data, size_t size)
 {
 	static struct load_ctx ctx;
+	static char arg0[] = "ao-load";
 	char *buf, *argv[LOAD_MAX_ARGS + 2];
 	int argc = 0;
 	size_t i;
@@ -185,7 +186,7 @@ static int fuzz_load_args(const uint8_t *data, size_t size)
 	FUZZ_CHECK(buf);
 	memcpy(buf, data, size);
 	buf[size] = '\0';
-	argv[argc++] = (char *)"ao-load";
+	argv[argc++] = arg0;
 	for (i = 0; i < size && argc <= LOAD_MAX_ARGS; i++) {
 		argv[argc++] = buf + i;
 		while (i < size && buf[i])
