@@ -35,9 +35,35 @@ int ao_echo_main(int argc, char **argv);
 
 #define ECHO_MAX_ARGS 24
 
-static int fuzz_echo(const uint8_t *data, size_t size)
+/* No local changes after the setjmp (so none can be clobbered). */
+static void fuzz_echo_parse(int argc, char **argv)
 {
 	static struct echo_opts o;
+	struct in_addr a;
+
+	memset(&o, 0, sizeof(o));
+	optind = 0; /* glibc: start afresh */
+	fuzz_echo_status = -1;
+	if (setjmp(fuzz_echo_jmp)) {
+		FUZZ_CHECK(fuzz_echo_status == EXIT_USAGE ||
+			   fuzz_echo_status == EXIT_OK);
+		return;
+	}
+	parse_args(argc, argv, &o);
+	FUZZ_CHECK(inet_pton(AF_INET, o.address, &a) == 1);
+	FUZZ_CHECK(o.workers <= MAX_WORKERS);
+	FUZZ_CHECK(o.rings >= 1 && o.rings <= MAX_RINGS);
+	FUZZ_CHECK(o.max_packet >= 1 && o.max_packet <= AO_FRAME_LIMIT);
+	FUZZ_CHECK(o.framing != FRAMING_LEN16 || o.max_packet <= 0xffff);
+	FUZZ_CHECK(o.max_conns >= 1 && o.max_conns <= MAX_CONNS);
+	FUZZ_CHECK(o.buffers >= 2 && o.buffers <= AO_BUFPOOL_MAX_COUNT);
+	FUZZ_CHECK(o.idle_ns == 0 || o.idle_ns >= MS);
+	FUZZ_CHECK(o.drain_ns >= MS);
+	FUZZ_CHECK(o.stats_ns == 0 || o.stats_ns >= 10 * MS);
+}
+
+static int fuzz_echo(const uint8_t *data, size_t size)
+{
 	static char arg0[] = "ao-echo";
 	char *buf, *argv[ECHO_MAX_ARGS + 2];
 	int argc = 0;
@@ -54,29 +80,7 @@ static int fuzz_echo(const uint8_t *data, size_t size)
 			i++;
 	}
 	argv[argc] = NULL;
-
-	memset(&o, 0, sizeof(o));
-	optind = 0; /* glibc: start afresh */
-	fuzz_echo_status = -1;
-	if (!setjmp(fuzz_echo_jmp)) {
-		struct in_addr a;
-
-		parse_args(argc, argv, &o);
-		FUZZ_CHECK(inet_pton(AF_INET, o.address, &a) == 1);
-		FUZZ_CHECK(o.workers <= MAX_WORKERS);
-		FUZZ_CHECK(o.rings >= 1 && o.rings <= MAX_RINGS);
-		FUZZ_CHECK(o.max_packet >= 1 && o.max_packet <= AO_FRAME_LIMIT);
-		FUZZ_CHECK(o.framing != FRAMING_LEN16 ||
-			   o.max_packet <= 0xffff);
-		FUZZ_CHECK(o.max_conns >= 1 && o.max_conns <= MAX_CONNS);
-		FUZZ_CHECK(o.buffers >= 2 && o.buffers <= AO_BUFPOOL_MAX_COUNT);
-		FUZZ_CHECK(o.idle_ns == 0 || o.idle_ns >= MS);
-		FUZZ_CHECK(o.drain_ns >= MS);
-		FUZZ_CHECK(o.stats_ns == 0 || o.stats_ns >= 10 * MS);
-	} else {
-		FUZZ_CHECK(fuzz_echo_status == EXIT_USAGE ||
-			   fuzz_echo_status == EXIT_OK);
-	}
+	fuzz_echo_parse(argc, argv);
 	free(buf);
 	return 0;
 }

@@ -174,9 +174,37 @@ static int fuzz_load_reply(const uint8_t *data, size_t size)
 
 #define LOAD_MAX_ARGS 24
 
-static int fuzz_load_args(const uint8_t *data, size_t size)
+/* No local changes after the setjmp (so none can be clobbered). */
+static void fuzz_load_parse(int argc, char **argv)
 {
 	static struct load_ctx ctx;
+	const struct load_opts *o = &ctx.o;
+
+	memset(&ctx, 0, sizeof(ctx));
+	optind = 0; /* glibc: start afresh */
+	fuzz_load_status = -1;
+	if (setjmp(fuzz_load_jmp)) {
+		/* EXIT_ERRORS: --engine=uring where io_uring is refused. */
+		FUZZ_CHECK(fuzz_load_status == EXIT_USAGE ||
+			   fuzz_load_status == EXIT_OK ||
+			   fuzz_load_status == EXIT_ERRORS);
+		return;
+	}
+	parse_args(argc, argv, &ctx);
+	FUZZ_CHECK(o->port >= 1);
+	FUZZ_CHECK(o->conns >= 1 && o->conns <= MAX_CONNS);
+	FUZZ_CHECK(o->pipeline >= 1 && o->pipeline <= MAX_PIPELINE);
+	FUZZ_CHECK(o->threads >= 1 && o->threads <= o->conns);
+	FUZZ_CHECK(o->size >= 1 && o->size <= framing_max_payload(o->framing));
+	FUZZ_CHECK(o->duration_ns || o->requests);
+	FUZZ_CHECK(o->timeout_ns >= 1000000);
+	FUZZ_CHECK(o->engine == ENGINE_EPOLL || o->engine == ENGINE_URING);
+	FUZZ_CHECK(ctx.salen == sizeof(struct sockaddr_in) ||
+		   ctx.salen == sizeof(struct sockaddr_in6));
+}
+
+static int fuzz_load_args(const uint8_t *data, size_t size)
+{
 	static char arg0[] = "ao-load";
 	char *buf, *argv[LOAD_MAX_ARGS + 2];
 	int argc = 0;
@@ -193,32 +221,7 @@ static int fuzz_load_args(const uint8_t *data, size_t size)
 			i++;
 	}
 	argv[argc] = NULL;
-
-	memset(&ctx, 0, sizeof(ctx));
-	optind = 0; /* glibc: start afresh */
-	fuzz_load_status = -1;
-	if (!setjmp(fuzz_load_jmp)) {
-		const struct load_opts *o = &ctx.o;
-
-		parse_args(argc, argv, &ctx);
-		FUZZ_CHECK(o->port >= 1);
-		FUZZ_CHECK(o->conns >= 1 && o->conns <= MAX_CONNS);
-		FUZZ_CHECK(o->pipeline >= 1 && o->pipeline <= MAX_PIPELINE);
-		FUZZ_CHECK(o->threads >= 1 && o->threads <= o->conns);
-		FUZZ_CHECK(o->size >= 1 &&
-			   o->size <= framing_max_payload(o->framing));
-		FUZZ_CHECK(o->duration_ns || o->requests);
-		FUZZ_CHECK(o->timeout_ns >= 1000000);
-		FUZZ_CHECK(o->engine == ENGINE_EPOLL ||
-			   o->engine == ENGINE_URING);
-		FUZZ_CHECK(ctx.salen == sizeof(struct sockaddr_in) ||
-			   ctx.salen == sizeof(struct sockaddr_in6));
-	} else {
-		/* 1: --engine=uring where io_uring is unavailable. */
-		FUZZ_CHECK(fuzz_load_status == EXIT_USAGE ||
-			   fuzz_load_status == EXIT_OK ||
-			   fuzz_load_status == EXIT_ERRORS);
-	}
+	fuzz_load_parse(argc, argv);
 	free(buf);
 	return 0;
 }
