@@ -529,6 +529,7 @@ static void sendq_flush(struct ao_conn *c)
 	n = c->sq_head;
 	c->sq_head = c->sq_tail = NULL;
 	c->sq_bytes = 0;
+	c->sq_charge = 0;
 	c->sq_off = 0;
 	ao_spin_unlock(&c->sq_lock);
 	while (n) {
@@ -707,6 +708,16 @@ static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 		free(n);
 		return 0;
 	}
+	/*
+	 * The bound is on the pool memory the queue pins, not only on its
+	 * bytes: a packet pins its whole buffer however short it is, so
+	 * each node is charged at least the buffer's capacity.  Counting
+	 * bytes alone, a peer sending small packets without reading pinned
+	 * every buffer of the pool (8000 packets of 512 bytes stay under
+	 * 4 MiB) before it was ever closed as slow, and every other client
+	 * starved with it.
+	 */
+	n->charge = total > buf->cap ? total : buf->cap;
 	n->buf = ao_buf_ref(buf);
 	ao_spin_lock(&c->sq_lock);
 	if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED)) {
@@ -715,7 +726,7 @@ static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 		free(n);
 		return -ENOTCONN;
 	}
-	if (c->sq_bytes + total > c->srv->cfg.sendq_max) {
+	if (c->sq_charge + n->charge > c->srv->cfg.sendq_max) {
 		ao_spin_unlock(&c->sq_lock);
 		ao_buf_put(buf);
 		free(n);
@@ -728,6 +739,7 @@ static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 		c->sq_head = n;
 	c->sq_tail = n;
 	c->sq_bytes += total;
+	c->sq_charge += n->charge;
 	ao_spin_unlock(&c->sq_lock);
 	if (io_current_ring() == c->ring)
 		kick_add(c);
@@ -798,6 +810,7 @@ void io_conn_sent(struct ao_conn *c, size_t n)
 		n -= rem;
 		c->sq_off = 0;
 		c->sq_bytes -= total;
+		c->sq_charge -= q->charge;
 		c->sq_head = q->next;
 		if (!c->sq_head)
 			c->sq_tail = NULL;

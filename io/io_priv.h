@@ -50,6 +50,7 @@ struct sendq_node {
 	struct sendq_node *next;
 	struct ao_buf *buf; /* one reference, dropped when sent */
 	uint32_t len; /* payload bytes (buf->len when queued) */
+	uint32_t charge; /* against sendq_max: see conn_send() */
 	uint8_t hdr_len; /* prefix bytes before the payload */
 	uint8_t hdr[4];
 };
@@ -77,6 +78,7 @@ struct ao_conn {
 	struct ao_spinlock sq_lock; /* guards sq_* */
 	struct sendq_node *sq_head, *sq_tail;
 	size_t sq_bytes; /* queued bytes, prefixes included */
+	size_t sq_charge; /* the nodes' charges: bounded by sendq_max */
 	struct ao_strand strand; /* runs every handler of this conn */
 	struct ao_work open_work, close_work;
 	enum ao_close_reason reason; /* set before close_work is queued */

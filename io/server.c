@@ -76,8 +76,10 @@
  * Sending.  One sendmsg/writev at a time per socket, gathering up to 16
  * queued buffers (and their prefixes, which live in the queue node).  A
  * short send continues from where it stopped; nothing is dropped.  When a
- * send would take the queue past sendq_max bytes the send fails with
- * -ENOBUFS and the connection is closed as a slow consumer.  Accepted
+ * send would take the queue past sendq_max the send fails with -ENOBUFS
+ * and the connection is closed as a slow consumer; each queued packet
+ * counts at least its buffer's capacity, so the bound is on the pool
+ * memory a slow reader pins, whatever the size of its packets.  Accepted
  * sockets get TCP_NODELAY.
  *
  * Ring handlers (AO_SERVER_RING_HANDLERS).  The handlers run on the ring

@@ -98,7 +98,8 @@ struct ao_server_config {
 	uint32_t idle_timeout_ms; /* close after this long silent; 0: never */
 	uint32_t session_backlog; /* packets waiting for a session's strand
 				   * before its recv pauses; 0: 256 */
-	size_t sendq_max; /* bytes queued per connection; 0: 4 MiB */
+	size_t sendq_max; /* queued per connection, each packet counted
+			   * at least its buffer's capacity; 0: 4 MiB */
 	uint32_t drain_timeout_ms; /* ao_server_stop()'s bound; 0: 5000 */
 	uint32_t ring_entries; /* submission queue size; 0: 512 */
 	uint32_t ring_buffers; /* provided buffers per ring (power of two
