@@ -725,6 +725,43 @@ static void test_noread(void **state)
 }
 
 /*
+ * Proves: readers that never read and send small packets (len16, 512
+ * bytes) cannot pin the whole pool: each queued packet holds a whole pool
+ * buffer, so the send-queue bound counts buffers, not just bytes, and
+ * such readers are closed as slow long before the pool (512 buffers) runs
+ * out, while the other clients are served all along.  (Counting bytes, 4
+ * of them took every buffer and the server served no one until they
+ * left.)
+ */
+static void test_noread_small_packets(void **state)
+{
+	struct tool load, misb;
+	struct echo e;
+	struct args a = { .n = 0 };
+	char line[LINE_MAX_LEN];
+
+	(void)state;
+	TOOLS_OR_SKIP();
+	t_watchdog_arm(120, "small packets never read");
+	arg(&a, "--framing=len16");
+	arg(&a, "--buffers=512");
+	echo_start(&e, &a);
+	load_spawn(&load, &e, "--framing=len16", "--connections=8",
+		   duration(2000, 1500), "--timeout=5s", NULL);
+	misb_spawn(&misb, &e, "--mode=noread", "--framing=len16",
+		   "--connections=4", "--size=512", "--bytes=16M",
+		   "--duration=20s", NULL);
+	assert_int_equal(tool_wait(&misb), 0);
+	assert_int_equal(json_num(misb.text, "server_closed"), 4);
+	tool_free(&misb);
+	load_check(&load);
+	echo_wait_idle(&e, line, sizeof(line));
+	assert_int_equal(json_num(line, "slow"), 4);
+	echo_finish(&e);
+	t_watchdog_disarm();
+}
+
+/*
  * Proves: with a pool far too small for the load (--buffers=64 against
  * 64 connections x 8 requests in flight), the server applies
  * backpressure (paused receives, receives without a buffer, an empty pool
@@ -1004,6 +1041,7 @@ int main(void)
 		cmocka_unit_test(test_flood),
 		cmocka_unit_test(test_slowloris),
 		cmocka_unit_test(test_noread),
+		cmocka_unit_test(test_noread_small_packets),
 		cmocka_unit_test(test_pool_exhaustion_raw),
 		cmocka_unit_test(test_pool_exhaustion_len16),
 		cmocka_unit_test(test_sigterm_during_load),

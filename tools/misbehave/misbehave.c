@@ -12,7 +12,9 @@
  *              and hold them; then every connection the server kept must
  *              echo a frame, the rest must have been closed by it;
  *   slowloris  trickle one frame a byte every --interval;
- *   noread     send --bytes and never read a reply;
+ *   noread     send --bytes and never read a reply (all at once, or
+ *              --chunk bytes every --interval: receives that small pin
+ *              a pool buffer each in the server's send queue);
  *   churn      --connections clients at a time, over and over: each
  *              connection sends a stream of its own (random frames from a
  *              seed no other connection has), checks that what comes back
@@ -83,12 +85,14 @@ struct opts {
 	uint32_t conns; /* at once */
 	uint64_t count; /* connections in all; 0: until --duration */
 	uint64_t duration_ns;
-	uint64_t interval_ns; /* slowloris */
+	uint64_t interval_ns; /* slowloris; noread when paced */
+	bool paced; /* noread: --chunk bytes every --interval */
 	uint64_t hold_ns; /* flood */
 	uint64_t timeout_ns; /* no progress for this long: a failure */
 	size_t size; /* largest payload of a frame */
 	uint32_t frames; /* whole frames per connection (at most, churn) */
 	uint64_t bytes; /* noread: bytes to send per connection */
+	size_t chunk; /* the largest send(); 0: no limit (churn: random) */
 	uint64_t seed;
 	bool json;
 	bool quiet;
@@ -189,7 +193,8 @@ static void usage(FILE *f)
 		"  flood      open --connections at once and hold them; those the\n"
 		"             server keeps must echo, the rest be closed by it\n"
 		"  slowloris  one frame, a byte every --interval\n"
-		"  noread     send --bytes, never read the echo\n"
+		"  noread     send --bytes, never read the echo (with --interval:\n"
+		"             --chunk bytes per interval)\n"
 		"  churn      --connections clients at a time, reconnecting: each\n"
 		"             sends its own random stream, checks the echo is its\n"
 		"             own bytes in order, disconnects at a random point\n"
@@ -207,11 +212,15 @@ static void usage(FILE *f)
 		"  -s, --size=B          largest payload of a frame (default 512)\n"
 		"      --frames=N        whole frames per connection (default 4;\n"
 		"                        churn: at most, default 16)\n"
-		"  -i, --interval=T      slowloris: between bytes (default 1s)\n"
+		"  -i, --interval=T      slowloris: between bytes (default 1s);\n"
+		"                        noread: send --chunk bytes (default 64)\n"
+		"                        this often instead of all at once\n"
 		"      --hold=T          flood: hold the connections (default 1s)\n"
 		"      --bytes=B         noread: bytes per connection (default 64M)\n"
 		"      --timeout=T       a connection that should progress and does\n"
 		"                        not for T fails the run (default 10s)\n"
+		"      --chunk=B         the largest send() (default: no limit;\n"
+		"                        churn: random pieces up to 4k)\n"
 		"      --seed=N          seed of the random choices (default 1)\n"
 		"      --strict          fail when the server closes a connection\n"
 		"                        before its echo is complete\n"
@@ -244,6 +253,7 @@ enum {
 	OPT_BYTES,
 	OPT_TIMEOUT,
 	OPT_SEED,
+	OPT_CHUNK,
 	OPT_STRICT,
 	OPT_JSON,
 };
@@ -263,6 +273,7 @@ static const struct option long_opts[] = {
 	{ "bytes", required_argument, NULL, OPT_BYTES },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "chunk", required_argument, NULL, OPT_CHUNK },
 	{ "strict", no_argument, NULL, OPT_STRICT },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "quiet", no_argument, NULL, 'q' },
@@ -397,6 +408,7 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'i':
 			o.interval_ns = need_duration("interval", optarg, MS);
+			o.paced = true;
 			break;
 		case OPT_HOLD:
 			o.hold_ns = need_duration("hold", optarg, 0);
@@ -406,6 +418,10 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_TIMEOUT:
 			o.timeout_ns = need_duration("timeout", optarg, MS);
+			break;
+		case OPT_CHUNK:
+			o.chunk = (size_t)need_size("chunk", optarg, 1,
+						    PAYLOAD_MAX);
 			break;
 		case OPT_SEED:
 			o.seed = need_count("seed", optarg, 0, UINT64_MAX >> 8);
@@ -451,6 +467,8 @@ static void parse_args(int argc, char **argv)
 		o.count = o.conns;
 	if (o.mode == M_FLOOD || o.mode == M_SLOWLORIS || o.mode == M_NOREAD)
 		o.count = o.conns; /* one round */
+	if (o.paced && o.mode == M_NOREAD && !o.chunk)
+		o.chunk = 64;
 	if (!have_frames && o.mode == M_CHURN)
 		o.frames = 16;
 	set_addr(o.addr);
@@ -553,7 +571,8 @@ static int plan(struct mconn *c)
 		c->wait_rx = NONE;
 		break;
 	case M_NOREAD:
-		c->total = c->send_to = (size_t)o.bytes;
+		c->total = (size_t)o.bytes;
+		c->send_to = o.paced ? 0 : c->total;
 		c->wait_rx = NONE;
 		c->reading = false;
 		break;
@@ -654,6 +673,12 @@ static void conn_start(uint32_t slot)
 	}
 	c->fd = fd;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (o.mode == M_NOREAD) {
+		/* A small window: the echo backs up into the server soon. */
+		int rcv = 4096;
+
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	}
 	c->st = C_CONNECTING;
 	connecting++;
 	c->t_last = now_ns();
@@ -738,6 +763,8 @@ static bool conn_send(struct mconn *c, uint64_t now)
 		/* Churn sends in random pieces: every split point occurs. */
 		if (o.mode == M_CHURN && n > 1)
 			n = (size_t)rnd(1, n < 4096 ? n : 4096);
+		if (o.chunk && n > o.chunk)
+			n = o.chunk;
 		r = send(c->fd, c->buf + off, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (r < 0) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -876,9 +903,11 @@ static void tick(uint64_t now, uint64_t deadline, uint64_t *hold_end)
 			waiting++;
 		else
 			running++;
-		if (o.mode == M_SLOWLORIS && c->st == C_RUN &&
-		    now >= c->t_next && c->send_to < c->total) {
-			c->send_to++;
+		if ((o.mode == M_SLOWLORIS ||
+		     (o.mode == M_NOREAD && o.paced)) &&
+		    c->st == C_RUN && now >= c->t_next &&
+		    c->send_to < c->total) {
+			c->send_to += o.mode == M_SLOWLORIS ? 1 : o.chunk;
 			c->t_next += o.interval_ns;
 			if (!conn_step(c, now))
 				continue;
