@@ -297,6 +297,10 @@ $(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
 PHONY += tools
 tools: $(tool-bins)
 
+# check-run's own rule comes before tool-bins is defined, where it read as
+# empty: the tools it runs are its prerequisites from here.
+check-run: $(tool-bins)
+
 PHONY += bench demo
 bench: $(bench-bins) $(baseline-progs)
 
