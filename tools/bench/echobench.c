@@ -663,8 +663,9 @@ static int child_line(struct child *c, double end)
 	}
 }
 
-/* user + system clock ticks of a process (all its threads); -1 if gone. */
-static long long proc_ticks(pid_t pid)
+/* user + system clock ticks of a process (all its threads), and the user
+ * part in *user; -1 if gone. */
+static long long proc_ticks(pid_t pid, long long *user)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long ut, st;
@@ -689,6 +690,8 @@ static long long proc_ticks(pid_t pid)
 			 "%llu",
 			 &ut, &st) != 2)
 		return -1;
+	if (user)
+		*user = (long long)ut;
 	return (long long)(ut + st);
 }
 
@@ -728,10 +731,12 @@ static long long cpus_busy_ticks(void)
 
 /*
  * How long the threads of a process sat runnable without a CPU, in ns: the
- * sum of /proc/PID/task/TID/schedstat's second field.  Over a cell it says
- * how much other processes (or ao-load) got in the server's way.
+ * sum of /proc/PID/task/TID/schedstat's second field (over a cell: how much
+ * its own threads, other processes or ao-load got in the server's way),
+ * and in *slices the third, how many times they were put on a CPU (about
+ * the context switches: wake-ups per request).
  */
-static long long proc_run_delay_ns(pid_t pid)
+static long long proc_run_delay_ns(pid_t pid, long long *slices)
 {
 	char path[300];
 	struct dirent *e;
@@ -743,7 +748,7 @@ static long long proc_run_delay_ns(pid_t pid)
 	if (!d)
 		return -1;
 	while ((e = readdir(d))) {
-		unsigned long long run, wait;
+		unsigned long long run, wait, cnt;
 		FILE *f;
 
 		if (e->d_name[0] == '.')
@@ -753,12 +758,45 @@ static long long proc_run_delay_ns(pid_t pid)
 		f = fopen(path, "r");
 		if (!f)
 			continue;
-		if (fscanf(f, "%llu %llu", &run, &wait) == 2)
+		if (fscanf(f, "%llu %llu %llu", &run, &wait, &cnt) == 3) {
 			sum += (long long)wait;
+			*slices += (long long)cnt;
+		}
 		fclose(f);
 	}
 	closedir(d);
 	return sum;
+}
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : 0;
+}
+
+/* What is sampled at the edges of the load phase. */
+struct snap {
+	double t; /* s */
+	long long srv, srv_user; /* server ticks: user + system, user */
+	long long load; /* ao-load ticks (-1 before it runs) */
+	long long delay, slices; /* server run delay (ns), time slices */
+	long long busy; /* busy ticks of our CPUs */
+};
+
+static void take_snap(struct snap *sn, pid_t srv, pid_t load)
+{
+	sn->t = now_s();
+	sn->srv = proc_ticks(srv, &sn->srv_user);
+	sn->load = load > 0 ? proc_ticks(load, NULL) : -1;
+	sn->slices = 0;
+	sn->delay = proc_run_delay_ns(srv, &sn->slices);
+	sn->busy = cpus_busy_ticks();
+}
+
+static bool snap_valid(const struct snap *a, const struct snap *b)
+{
+	return a->srv >= 0 && b->srv >= a->srv && a->delay >= 0 &&
+	       b->delay >= a->delay && a->busy >= 0 && b->busy >= a->busy &&
+	       b->t > a->t;
 }
 
 /* The number after "key": in a flat JSON object; false if absent. */
@@ -790,6 +828,8 @@ struct sample {
 	double srv_util, load_util; /* CPUs used over the window */
 	double srv_wait; /* server threads runnable without a CPU, in CPUs */
 	double others; /* CPUs other processes used on ours, over the window */
+	double user_share; /* of the server's CPU, user time */
+	double slices_per_req; /* server threads put on a CPU, per request */
 	long long requests, errors, mismatches; /* errors: not mismatches */
 	long long conn_errors, timeouts;
 	int srv_rc; /* the server's exit status after SIGTERM, or 128+sig */
@@ -803,7 +843,7 @@ struct cell {
 	char note[NOTE_LEN];
 	/* medians, by summarise() */
 	double rps, p99_ns, cpu_us, cpu_us_whole, window_s, srv_util, load_util,
-		srv_wait, others;
+		srv_wait, others, user_share, slices_per_req;
 };
 
 static struct cell cells[NSRV][MAX_LIST][MAX_LIST];
@@ -924,10 +964,8 @@ static int load_run(pid_t srv, unsigned int port, unsigned int clients,
 	struct child ld;
 	unsigned int threads = threads_for(clients);
 	long long ms = (long long)(opts.seconds * 1000 + 0.5);
-	double t_before, t_after, t_prev = 0, t0 = 0, t1 = 0, w_req = 0;
-	long long c_before, c_after, c0 = 0, c1 = 0, l0 = 0, l1 = 0;
-	long long d_before, d_after, d0 = 0, d1 = 0;
-	long long b_before, b_after, b0 = 0, b1 = 0;
+	struct snap before, after, now, w0 = { 0 }, w1 = { 0 };
+	double t_prev = 0, w_req = 0, span;
 	static char json[16384];
 	double v, load_cpu_s, end;
 	int nlines = 0, r, rc;
@@ -946,10 +984,7 @@ static int load_run(pid_t srv, unsigned int port, unsigned int clients,
 	arg_add(&a, "--progress=always");
 
 	json[0] = '\0';
-	t_before = now_s();
-	c_before = proc_ticks(srv);
-	d_before = proc_run_delay_ns(srv);
-	b_before = cpus_busy_ticks();
+	take_snap(&before, srv, -1);
 	r = child_spawn(&ld, 1, &a, pinned ? &load_cpus : NULL);
 	if (r) {
 		note(cl, "cannot start %s: %s", a.v[0], strerror(-r));
@@ -958,8 +993,7 @@ static int load_run(pid_t srv, unsigned int port, unsigned int clients,
 	end = now_s() + opts.seconds + LOAD_SLACK_S;
 	while ((r = child_line(&ld, end)) == 1) {
 		const char *l = ld.lb.line;
-		double el, rate, t;
-		long long cs, lt, ds, bs;
+		double el, rate;
 
 		if (l[0] == '{') {
 			snprintf(json, sizeof(json), "%s", l);
@@ -968,32 +1002,16 @@ static int load_run(pid_t srv, unsigned int port, unsigned int clients,
 		if (sscanf(l, " %lfs %lf req/s", &el, &rate) != 2)
 			continue;
 		/* A progress line: ao-load printed it just now. */
-		t = now_s();
-		cs = proc_ticks(srv);
-		lt = proc_ticks(ld.pid);
-		ds = proc_run_delay_ns(srv);
-		bs = cpus_busy_ticks();
-		if (!nlines) {
-			t0 = t;
-			c0 = cs;
-			l0 = lt;
-			d0 = ds;
-			b0 = bs;
-		} else {
-			w_req += rate * (t - t_prev);
-			t1 = t;
-			c1 = cs;
-			l1 = lt;
-			d1 = ds;
-			b1 = bs;
-		}
-		t_prev = t;
+		take_snap(&now, srv, ld.pid);
+		if (!nlines)
+			w0 = now;
+		else
+			w_req += rate * (now.t - t_prev);
+		w1 = now;
+		t_prev = now.t;
 		nlines++;
 	}
-	c_after = proc_ticks(srv);
-	d_after = proc_run_delay_ns(srv);
-	b_after = cpus_busy_ticks();
-	t_after = now_s();
+	take_snap(&after, srv, -1);
 	if (r == -ETIMEDOUT) {
 		child_close(&ld);
 		note(cl, "ao-load did not finish in %.0f s",
@@ -1033,39 +1051,49 @@ static int load_run(pid_t srv, unsigned int port, unsigned int clients,
 	load_cpu_s =
 		(double)(ld.ru.ru_utime.tv_sec + ld.ru.ru_stime.tv_sec) +
 		(double)(ld.ru.ru_utime.tv_usec + ld.ru.ru_stime.tv_usec) / 1e6;
-	if (c_before >= 0 && c_after >= c_before && sm->requests > 0)
-		sm->cpu_us_whole = (double)(c_after - c_before) /
+	if (snap_valid(&before, &after) && sm->requests > 0)
+		sm->cpu_us_whole = (double)(after.srv - before.srv) /
 				   (double)clk_tck * 1e6 / (double)sm->requests;
-	if (nlines >= 2 && w_req > 0 && c0 >= 0 && c1 >= c0 && t1 > t0) {
-		sm->window_s = t1 - t0;
-		sm->cpu_us = (double)(c1 - c0) / (double)clk_tck * 1e6 / w_req;
+	if (nlines >= 2 && w_req > 0 && snap_valid(&w0, &w1) && w0.load >= 0 &&
+	    w1.load >= w0.load) {
+		/* The load phase: from the first progress line to the last. */
+		span = w1.t - w0.t;
+		sm->window_s = span;
+		sm->cpu_us = (double)(w1.srv - w0.srv) / (double)clk_tck * 1e6 /
+			     w_req;
 		sm->srv_util =
-			(double)(c1 - c0) / (double)clk_tck / sm->window_s;
-		if (l0 >= 0 && l1 >= l0)
-			sm->load_util = (double)(l1 - l0) / (double)clk_tck /
-					sm->window_s;
-		if (d0 >= 0 && d1 >= d0)
-			sm->srv_wait = (double)(d1 - d0) / 1e9 / sm->window_s;
-		if (b0 >= 0 && b1 >= b0 && l0 >= 0 && l1 >= l0)
-			sm->others =
-				(double)((b1 - b0) - (c1 - c0) - (l1 - l0)) /
-				(double)clk_tck / sm->window_s;
-	} else {
+			(double)(w1.srv - w0.srv) / (double)clk_tck / span;
+		sm->load_util =
+			(double)(w1.load - w0.load) / (double)clk_tck / span;
+		sm->srv_wait = (double)(w1.delay - w0.delay) / 1e9 / span;
+		sm->others = (double)((w1.busy - w0.busy) - (w1.srv - w0.srv) -
+				      (w1.load - w0.load)) /
+			     (double)clk_tck / span;
+		sm->user_share = ratio((double)(w1.srv_user - w0.srv_user),
+				       (double)(w1.srv - w0.srv));
+		sm->slices_per_req = (double)(w1.slices - w0.slices) / w_req;
+	} else if (snap_valid(&before, &after)) {
+		/* Too short for two lines: the whole life of ao-load (its
+		 * CPU from wait4()). */
+		span = after.t - before.t;
 		sm->cpu_us = sm->cpu_us_whole;
-		if (t_after > t_before && c_after >= c_before) {
-			sm->srv_util = (double)(c_after - c_before) /
-				       (double)clk_tck / (t_after - t_before);
-			sm->load_util = load_cpu_s / (t_after - t_before);
-			if (d_before >= 0 && d_after >= d_before)
-				sm->srv_wait = (double)(d_after - d_before) /
-					       1e9 / (t_after - t_before);
-			if (b_before >= 0 && b_after >= b_before)
-				sm->others = ((double)((b_after - b_before) -
-						       (c_after - c_before)) /
-						      (double)clk_tck -
-					      load_cpu_s) /
-					     (t_after - t_before);
-		}
+		sm->srv_util = (double)(after.srv - before.srv) /
+			       (double)clk_tck / span;
+		sm->load_util = load_cpu_s / span;
+		sm->srv_wait =
+			(double)(after.delay - before.delay) / 1e9 / span;
+		sm->others = ((double)((after.busy - before.busy) -
+				       (after.srv - before.srv)) /
+				      (double)clk_tck -
+			      load_cpu_s) /
+			     span;
+		sm->user_share =
+			ratio((double)(after.srv_user - before.srv_user),
+			      (double)(after.srv - before.srv));
+		if (sm->requests > 0)
+			sm->slices_per_req =
+				(double)(after.slices - before.slices) /
+				(double)sm->requests;
 	}
 	if (sm->others < 0)
 		sm->others = 0; /* tick rounding */
@@ -1173,16 +1201,13 @@ static void summarise(struct cell *c)
 	c->load_util = med(c, offsetof(struct sample, load_util));
 	c->srv_wait = med(c, offsetof(struct sample, srv_wait));
 	c->others = med(c, offsetof(struct sample, others));
+	c->user_share = med(c, offsetof(struct sample, user_share));
+	c->slices_per_req = med(c, offsetof(struct sample, slices_per_req));
 }
 
 static bool ok(int s, unsigned int ci, unsigned int si)
 {
 	return cells[s][ci][si].ok > 0;
-}
-
-static double ratio(double a, double b)
-{
-	return b > 0 ? a / b : 0;
 }
 
 static void print_cell_json(int s, unsigned int ci, unsigned int si)
@@ -1227,6 +1252,8 @@ static void print_cell_json(int s, unsigned int ci, unsigned int si)
 		bench_json_num("load_cpus_used", c->load_util);
 		bench_json_num("server_cpu_wait", c->srv_wait);
 		bench_json_num("others_cpus", c->others);
+		bench_json_num("server_user_share", c->user_share);
+		bench_json_num("server_slices_per_req", c->slices_per_req);
 		bench_json_int("retried", c->retried);
 		if (s != S_BASE && b->ok) {
 			bench_json_num("cpu_vs_baseline",
@@ -1342,10 +1369,23 @@ static bool loaded(unsigned int ci)
 	return clients_list[ci] >= 50;
 }
 
+/* " noisy: ..." when other processes disturbed either cell of a ratio. */
+static const char *noisy(const struct cell *a, const struct cell *b, char *buf,
+			 size_t n)
+{
+	double o = a->others > b->others ? a->others : b->others;
+
+	buf[0] = '\0';
+	if (o > noise_max)
+		snprintf(buf, n, " noisy: others took %.2f CPUs", o);
+	return buf;
+}
+
 static void cpu_target(int s, int ref, unsigned int ci, unsigned int si,
 		       double limit)
 {
 	const struct cell *c = &cells[s][ci][si], *r = &cells[ref][ci][si];
+	char nz[64];
 	double x;
 
 	if (!ok(s, ci, si) || !ok(ref, ci, si))
@@ -1353,15 +1393,17 @@ static void cpu_target(int s, int ref, unsigned int ci, unsigned int si,
 	x = ratio(c->cpu_us, r->cpu_us);
 	target(x <= limit,
 	       "%-12s c%-4u s%-3u CPU/request %.2fx %s's (<= %.1f; %.2f vs "
-	       "%.2f us)",
+	       "%.2f us)%s",
 	       srvs[s].name, clients_list[ci], sizes_list[si], x,
-	       srvs[ref].name, limit, c->cpu_us, r->cpu_us);
+	       srvs[ref].name, limit, c->cpu_us, r->cpu_us,
+	       noisy(c, r, nz, sizeof(nz)));
 }
 
 static void targets(void)
 {
 	long long mism = 0;
 	int cells_ok = 0, bad_cells = 0;
+	char nz[64];
 	char bad[128] = "";
 
 	if (!opts.json)
@@ -1381,9 +1423,10 @@ static void targets(void)
 			x = ratio(c->rps, b->rps);
 			target(x >= 1.0,
 			       "%-12s c%-4u s%-3u requests/s %.2fx baseline's "
-			       "(>= 1; %.0f vs %.0f)",
+			       "(>= 1; %.0f vs %.0f)%s",
 			       srvs[S_URING_RING].name, clients_list[ci],
-			       sizes_list[si], x, c->rps, b->rps);
+			       sizes_list[si], x, c->rps, b->rps,
+			       noisy(c, b, nz, sizeof(nz)));
 		}
 	for (unsigned int si = 0; si < nsizes; si++)
 		for (unsigned int ci = 0; ci < nclients; ci++)
@@ -1477,7 +1520,7 @@ int main(int argc, char **argv)
 	bool quick = false, progress;
 	double t_start = now_s(), load0 = loadavg();
 	char scpus[64] = "-", lcpus[64] = "-";
-	int r, stop_bad = 0;
+	int r, stop_bad = 0, noisy_cells = 0;
 
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--quick"))
@@ -1598,6 +1641,9 @@ int main(int argc, char **argv)
 			for (unsigned int si = 0; si < nsizes; si++) {
 				summarise(&cells[s][ci][si]);
 				stop_bad += cells[s][ci][si].stop_bad;
+				noisy_cells += cells[s][ci][si].ok &&
+					       cells[s][ci][si].others >
+						       noise_max;
 			}
 	if (opts.json) {
 		for (unsigned int si = 0; si < nsizes; si++)
@@ -1614,18 +1660,21 @@ int main(int argc, char **argv)
 		bench_json_int("targets_missed", bench_misses);
 		bench_json_int("failed_runs", failed_runs);
 		bench_json_int("unclean_stops", stop_bad);
+		bench_json_int("noisy_cells", noisy_cells);
 		bench_json_num("seconds_total", now_s() - t_start);
 		bench_json_num("loadavg_start", load0);
 		bench_json_num("loadavg_end", loadavg());
 		bench_json_end();
 	} else {
 		printf("\n%d target%s missed; %d run%s failed to run; %d "
-		       "unclean server stop%s; %.0f s in all; load average "
-		       "%.2f at the start, %.2f at the end\n",
+		       "unclean server stop%s; %d noisy cell%s (others > "
+		       "%.2f CPUs)\n%.0f s in all; load average %.2f at the "
+		       "start, %.2f at the end\n",
 		       bench_misses, bench_misses == 1 ? "" : "s", failed_runs,
 		       failed_runs == 1 ? "" : "s", stop_bad,
-		       stop_bad == 1 ? "" : "s", now_s() - t_start, load0,
-		       loadavg());
+		       stop_bad == 1 ? "" : "s", noisy_cells,
+		       noisy_cells == 1 ? "" : "s", noise_max,
+		       now_s() - t_start, load0, loadavg());
 	}
 	return failed_runs ? 1 : 0;
 }
