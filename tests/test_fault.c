@@ -19,7 +19,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <linux/filter.h>
+#include <netinet/in.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
@@ -1033,9 +1035,158 @@ static void test_churn_ring_mode(void **state)
 	churn("--framing=len32", "--mode=ring", "--backend=auto");
 }
 
+/* ---- ao-misbehave itself ---- */
+
+/* Run ao-misbehave with these arguments (NULL-terminated); its status. */
+static int misb_run(const char *first, ...)
+{
+	struct args a = { .n = 0 };
+	struct tool t;
+	const char *s;
+	va_list ap;
+	int rc;
+
+	arg(&a, "ao-misbehave");
+	va_start(ap, first);
+	for (s = first; s; s = va_arg(ap, const char *))
+		arg(&a, "%s", s);
+	va_end(ap);
+	next_quiet = true;
+	tool_spawn(&t, misb_path, &a);
+	rc = tool_wait(&t);
+	tool_free(&t);
+	return rc;
+}
+
+/* Proves: ao-misbehave's command line: help 0, usage errors 2 (a missing
+ * or bad option, an address off loopback), nobody listening 3. */
+static void test_misbehave_usage(void **state)
+{
+	(void)state;
+	TOOLS_OR_SKIP();
+	assert_int_equal(misb_run("--help", NULL), 0);
+	assert_int_equal(misb_run("--mode=churn", NULL), 2);
+	assert_int_equal(misb_run("--port=1", NULL), 2);
+	assert_int_equal(misb_run("--port=1", "--mode=bogus", NULL), 2);
+	assert_int_equal(misb_run("--port=1", "--mode=churn", "--addr=10.0.0.1",
+				  NULL),
+			 2);
+	assert_int_equal(misb_run("--port=1", "--mode=churn", "--size=0", NULL),
+			 2);
+	assert_int_equal(misb_run("--port=1", "--mode=churn", "--framing=len16",
+				  "--size=70000", NULL),
+			 2);
+	assert_int_equal(misb_run("--port=1", "--mode=churn",
+				  "--duration=200ms", NULL),
+			 3);
+}
+
+/*
+ * A bad echo server: every 20th read goes back to another open
+ * connection (the bug of the issue: one client's data handed to another).
+ */
+static void __attribute__((noreturn)) cross_serve(int lfd)
+{
+	struct pollfd pfd[65];
+	uint8_t buf[4096];
+	unsigned long reads = 0;
+	int n = 1, i, j, to;
+	ssize_t r;
+
+	pfd[0].fd = lfd;
+	pfd[0].events = POLLIN;
+	for (;;) {
+		if (poll(pfd, (nfds_t)n, -1) < 0)
+			continue;
+		if ((pfd[0].revents & POLLIN) && n < 65) {
+			int fd = accept(lfd, NULL, NULL);
+
+			if (fd >= 0) {
+				pfd[n].fd = fd;
+				pfd[n].events = POLLIN;
+				pfd[n].revents = 0;
+				n++;
+			}
+		}
+		for (i = 1; i < n; i++) {
+			if (!pfd[i].revents)
+				continue;
+			r = read(pfd[i].fd, buf, sizeof(buf));
+			if (r <= 0) {
+				close(pfd[i].fd);
+				pfd[i--] = pfd[--n];
+				continue;
+			}
+			to = pfd[i].fd;
+			if (++reads % 20 == 0 && n > 2)
+				to = pfd[i == 1 ? 2 : 1].fd;
+			for (j = 0; j < r;) {
+				ssize_t w = write(to, buf + j, (size_t)(r - j));
+
+				if (w <= 0)
+					break;
+				j += (int)w;
+			}
+		}
+	}
+}
+
+/*
+ * Proves: the churn check can fail: against a server that hands some of
+ * one client's bytes to another, ao-misbehave counts wrong bytes and
+ * exits 1.
+ */
+static void test_misbehave_catches_foreign_bytes(void **state)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	char port[32];
+	struct tool t;
+	struct args a = { .n = 0 };
+	int lfd, st;
+	pid_t pid;
+
+	(void)state;
+	TOOLS_OR_SKIP();
+	t_watchdog_arm(60, "foreign bytes");
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(lfd, 128), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &len), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(60);
+		cross_serve(lfd);
+	}
+	close(lfd);
+	snprintf(port, sizeof(port), "--port=%u", ntohs(sin.sin_port));
+	arg(&a, "ao-misbehave");
+	arg(&a, "%s", port);
+	arg(&a, "--mode=churn");
+	arg(&a, "--connections=20");
+	arg(&a, "--duration=1s");
+	arg(&a, "--timeout=1s");
+	arg(&a, "--json");
+	next_quiet = true;
+	tool_spawn(&t, misb_path, &a);
+	assert_int_equal(tool_wait(&t), 1);
+	assert_true(json_num(t.text, "wrong_conns") > 0);
+	assert_true(json_num(t.text, "wrong_bytes") > 0);
+	tool_free(&t);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	t_watchdog_disarm();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_misbehave_usage),
+		cmocka_unit_test(test_misbehave_catches_foreign_bytes),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_reset_bulk),
 		cmocka_unit_test(test_flood),
