@@ -393,8 +393,11 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 		hold(c, buf, 0, len);
 		return false; /* copied */
 	}
-	if (c->framer.hdr_len == 0) {
-		/* Raw: the receive buffer is the packet (no copy). */
+	/* Raw: the receive buffer is the packet (no copy).  The backends
+	 * receive at most srv->rx_len bytes, so a receive is within
+	 * max_packet; one over it (should a backend change) goes through
+	 * the framer, which splits it. */
+	if (c->framer.hdr_len == 0 && len <= c->framer.cfg.max_packet) {
 		buf->len = len;
 		ao_buf_ref(buf);
 		err = conn_emit(c, buf);

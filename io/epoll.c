@@ -159,7 +159,8 @@ static void ep_read(struct io_ring *r, struct ao_conn *c)
 			ep_update(r, c, c->ep_out);
 			return;
 		}
-		size_t cap = b->cap;
+		/* rx_len: with raw framing a read may not pass max_packet. */
+		size_t cap = r->srv->rx_len;
 
 		n = read(c->fd, b->data, cap);
 		if (n > 0) {

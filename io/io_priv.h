@@ -194,6 +194,9 @@ struct ao_server {
 	uint32_t nconns; /* atomic, relaxed: a count for max_conns only */
 	uint64_t next_id; /* atomic */
 	uint32_t low_water; /* resume recv at this backlog */
+	/* Bytes one receive may take: the pool's buffer size, but with raw
+	 * framing (a receive is a packet) at most max_packet. */
+	uint32_t rx_len;
 	struct io_ring *rings;
 };
 

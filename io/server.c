@@ -36,7 +36,9 @@
  * AO_IO_BACKEND=epoll.  The server logs which backend it runs.
  *
  * Buffer lifecycle.  A receive lands in a pool buffer.  With raw framing
- * that buffer is the packet (no copy): the handler gets it, sends may take
+ * that buffer is the packet (no copy; a receive takes at most max_packet
+ * bytes, fewer than the buffer holds when max_packet is below the pool's
+ * 2048-byte minimum): the handler gets it, sends may take
  * more references, and the last ao_buf_put() returns it to the pool; the
  * ring refills the provided-buffer slot with a fresh buffer.  With a length
  * prefix the framer copies each payload into its own pool buffer (so a
@@ -273,6 +275,17 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 			err = -EINVAL;
 			goto fail;
 		}
+	}
+	{
+		struct ao_bufpool_info info;
+
+		ao_bufpool_info(srv->pool, &info);
+		/* Raw: a receive is a packet, so it may not pass max_packet
+		 * (a pool's buffers may be bigger: 2048 at least). */
+		srv->rx_len = (uint32_t)info.buf_size;
+		if (srv->cfg.framing.kind == AO_FRAME_RAW &&
+		    srv->rx_len > srv->cfg.framing.max_packet)
+			srv->rx_len = srv->cfg.framing.max_packet;
 	}
 	/* struct io_ring is cache-line aligned: calloc() would not do. */
 	srv->rings = aligned_alloc(AO_CACHELINE_SIZE,

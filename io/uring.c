@@ -75,6 +75,7 @@ struct ur_ring {
 	uint16_t *missing; /* bids with no buffer */
 	uint32_t nmissing;
 	uint32_t target; /* buffers to keep lent to the kernel */
+	uint32_t rx_len; /* bytes of each lent buffer the kernel may fill */
 	bool accept_armed;
 	uint64_t efd_val;
 };
@@ -113,7 +114,8 @@ static struct io_uring_sqe *get_sqe(struct ur_ring *u)
 static void buf_add(struct ur_ring *u, uint16_t bid, struct ao_buf *b)
 {
 	u->slot[bid] = b;
-	io_uring_buf_ring_add(u->br, b->data, b->cap, bid, u->mask,
+	/* rx_len: with raw framing a receive may not pass max_packet. */
+	io_uring_buf_ring_add(u->br, b->data, u->rx_len, bid, u->mask,
 			      u->pending++);
 }
 
@@ -167,6 +169,7 @@ static int bufring_setup(struct io_ring *r)
 	int err;
 
 	u->nbufs = r->srv->cfg.ring_buffers;
+	u->rx_len = r->srv->rx_len;
 	u->mask = io_uring_buf_ring_mask(u->nbufs);
 	/* The rings together keep at most half the pool: with every buffer
 	 * lent to the kernel, the framer would wait for one forever. */
