@@ -388,7 +388,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 	if (c->state >= CONN_CLOSING)
 		return false;
 	IO_STAT_ADD(c->ring, bytes_in, len);
-	c->last_rx_ns = io_now();
+	c->last_rx_ns = c->ring->now_ns; /* read once per batch */
 	if (c->held) {
 		hold(c, buf, 0, len);
 		return false; /* copied */
@@ -524,24 +524,54 @@ void io_conn_abandon(struct ao_conn *c)
 	io_conn_finish(c);
 }
 
+/*
+ * Detach q (off the queue, under sq_lock) for freeing after the unlock:
+ * a malloc()ed node goes on *tail; the inline node is free again at once
+ * (its buffer, which the next send may overwrite the node with, is given
+ * back in *inline_buf).
+ */
+static void sendq_detach(struct ao_conn *c, struct sendq_node *q,
+			 struct sendq_node ***tail, struct ao_buf **inline_buf)
+{
+	if (q == &c->sq_inline) {
+		*inline_buf = q->buf;
+		c->sq_inline_used = false;
+		return;
+	}
+	q->next = NULL;
+	**tail = q;
+	*tail = &q->next;
+}
+
+static void sendq_free(struct sendq_node *done, struct ao_buf *inline_buf)
+{
+	if (inline_buf)
+		ao_buf_put(inline_buf);
+	while (done) {
+		struct sendq_node *next = done->next;
+
+		ao_buf_put(done->buf);
+		free(done);
+		done = next;
+	}
+}
+
 static void sendq_flush(struct ao_conn *c)
 {
-	struct sendq_node *n;
+	struct sendq_node *done = NULL, **tail = &done, *q, *next;
+	struct ao_buf *inline_buf = NULL;
 
 	ao_spin_lock(&c->sq_lock);
-	n = c->sq_head;
+	for (q = c->sq_head; q; q = next) {
+		next = q->next;
+		sendq_detach(c, q, &tail, &inline_buf);
+	}
 	c->sq_head = c->sq_tail = NULL;
 	c->sq_bytes = 0;
 	c->sq_charge = 0;
 	c->sq_off = 0;
 	ao_spin_unlock(&c->sq_lock);
-	while (n) {
-		struct sendq_node *next = n->next;
-
-		ao_buf_put(n->buf);
-		free(n);
-		n = next;
-	}
+	sendq_free(done, inline_buf);
 }
 
 void io_conn_finish(struct ao_conn *c)
@@ -686,31 +716,22 @@ void io_ring_drop_kicks(struct io_ring *r)
 
 static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 {
-	struct sendq_node *n;
-	uint32_t total;
+	struct sendq_node *n, *spare = NULL;
+	uint8_t hdr[4] = { 0 };
+	uint32_t len = buf->len, total, charge;
 	int hl = 0;
 
 	/* Acquire: pairs with the release store in io_conn_close_hard(). */
 	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
 		return -ENOTCONN;
-	n = malloc(sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	n->next = NULL;
-	n->len = buf->len;
 	if (framed) {
-		hl = ao_framing_header(&c->srv->cfg.framing, n->len, n->hdr);
-		if (hl < 0) {
-			free(n);
+		hl = ao_framing_header(&c->srv->cfg.framing, len, hdr);
+		if (hl < 0)
 			return hl;
-		}
 	}
-	n->hdr_len = (uint8_t)hl;
-	total = n->len + (uint32_t)hl;
-	if (total == 0) {
-		free(n);
+	total = len + (uint32_t)hl;
+	if (total == 0)
 		return 0;
-	}
 	/*
 	 * The bound is on the pool memory the queue pins, not only on its
 	 * bytes: a packet pins its whole buffer however short it is, so
@@ -720,30 +741,52 @@ static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 	 * 4 MiB) before it was ever closed as slow, and every other client
 	 * starved with it.
 	 */
-	n->charge = total > buf->cap ? total : buf->cap;
+	charge = total > buf->cap ? total : buf->cap;
+	for (;;) {
+		ao_spin_lock(&c->sq_lock);
+		if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED)) {
+			ao_spin_unlock(&c->sq_lock);
+			free(spare);
+			return -ENOTCONN;
+		}
+		if (c->sq_charge + charge > c->srv->cfg.sendq_max) {
+			ao_spin_unlock(&c->sq_lock);
+			free(spare);
+			post(c, MB_SLOW);
+			return -ENOBUFS;
+		}
+		/* The conn's own node when it is free, else a malloc()ed
+		 * one (allocated without the lock held, then re-checked). */
+		if (!c->sq_inline_used) {
+			n = &c->sq_inline;
+			c->sq_inline_used = true;
+			break;
+		}
+		if (spare) {
+			n = spare;
+			spare = NULL;
+			break;
+		}
+		ao_spin_unlock(&c->sq_lock);
+		spare = malloc(sizeof(*spare));
+		if (!spare)
+			return -ENOMEM;
+	}
+	n->next = NULL;
 	n->buf = ao_buf_ref(buf);
-	ao_spin_lock(&c->sq_lock);
-	if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED)) {
-		ao_spin_unlock(&c->sq_lock);
-		ao_buf_put(buf);
-		free(n);
-		return -ENOTCONN;
-	}
-	if (c->sq_charge + n->charge > c->srv->cfg.sendq_max) {
-		ao_spin_unlock(&c->sq_lock);
-		ao_buf_put(buf);
-		free(n);
-		post(c, MB_SLOW);
-		return -ENOBUFS;
-	}
+	n->len = len;
+	n->charge = charge;
+	n->hdr_len = (uint8_t)hl;
+	memcpy(n->hdr, hdr, sizeof(n->hdr));
 	if (c->sq_tail)
 		c->sq_tail->next = n;
 	else
 		c->sq_head = n;
 	c->sq_tail = n;
 	c->sq_bytes += total;
-	c->sq_charge += n->charge;
+	c->sq_charge += charge;
 	ao_spin_unlock(&c->sq_lock);
+	free(spare); /* the inline node turned out free meanwhile */
 	if (io_current_ring() == c->ring)
 		kick_add(c);
 	else
@@ -765,12 +808,12 @@ int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf)
 	return conn_send(c, buf, true);
 }
 
-uint32_t io_conn_fill_iov(struct ao_conn *c)
+/* Under sq_lock: c->iov from the queue. */
+static uint32_t fill_iov_locked(struct ao_conn *c)
 {
 	uint32_t n = 0, skip;
 	struct sendq_node *q;
 
-	ao_spin_lock(&c->sq_lock);
 	skip = c->sq_off;
 	for (q = c->sq_head; q && n < IO_SEND_IOV; q = q->next) {
 		if (skip < q->hdr_len) {
@@ -790,15 +833,26 @@ uint32_t io_conn_fill_iov(struct ao_conn *c)
 		}
 		skip = 0;
 	}
-	ao_spin_unlock(&c->sq_lock);
 	c->iov_n = n;
 	return n;
 }
 
-void io_conn_sent(struct ao_conn *c, size_t n)
+uint32_t io_conn_fill_iov(struct ao_conn *c)
+{
+	uint32_t n;
+
+	ao_spin_lock(&c->sq_lock);
+	n = fill_iov_locked(c);
+	ao_spin_unlock(&c->sq_lock);
+	return n;
+}
+
+uint32_t io_conn_sent(struct ao_conn *c, size_t n)
 {
 	struct sendq_node *done = NULL, **tail = &done;
+	struct ao_buf *inline_buf = NULL;
 	uint64_t pkts = 0, bytes = n;
+	uint32_t iov_n;
 
 	ao_spin_lock(&c->sq_lock);
 	while (c->sq_head) {
@@ -817,21 +871,15 @@ void io_conn_sent(struct ao_conn *c, size_t n)
 		c->sq_head = q->next;
 		if (!c->sq_head)
 			c->sq_tail = NULL;
-		q->next = NULL;
-		*tail = q;
-		tail = &q->next;
+		sendq_detach(c, q, &tail, &inline_buf);
 		pkts++;
 	}
+	iov_n = fill_iov_locked(c);
 	ao_spin_unlock(&c->sq_lock);
 	IO_STAT_ADD(c->ring, bytes_out, bytes);
 	IO_STAT_ADD(c->ring, packets_out, pkts);
-	while (done) {
-		struct sendq_node *next = done->next;
-
-		ao_buf_put(done->buf);
-		free(done);
-		done = next;
-	}
+	sendq_free(done, inline_buf);
+	return iov_n;
 }
 
 bool io_conn_send_pending(struct ao_conn *c)

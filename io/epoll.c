@@ -111,8 +111,9 @@ static void ep_rx_update(struct io_ring *r, struct ao_conn *c)
 
 static void ep_send(struct io_ring *r, struct ao_conn *c)
 {
+	uint32_t n = io_conn_fill_iov(c);
+
 	for (;;) {
-		uint32_t n = io_conn_fill_iov(c);
 		ssize_t w;
 
 		if (!n) {
@@ -124,7 +125,7 @@ static void ep_send(struct io_ring *r, struct ao_conn *c)
 		c->msg.msg_iovlen = n;
 		w = sendmsg(c->fd, &c->msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {
-			io_conn_sent(c, (size_t)w);
+			n = io_conn_sent(c, (size_t)w); /* and what is next */
 			continue;
 		}
 		if (w < 0 && errno == EINTR)
@@ -209,6 +210,8 @@ static void ep_wait(struct io_ring *r, int64_t timeout_ns)
 	struct ep_ring *e = ep(r);
 	int ms = timeout_ns < 0 ? -1 : (int)((timeout_ns + 999999) / 1000000);
 	int n = epoll_wait(e->epfd, e->ev, EP_EVENTS, ms);
+
+	io_ring_clock(r);
 
 	for (int i = 0; i < n; i++) {
 		uint64_t tag = e->ev[i].data.u64;

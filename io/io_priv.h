@@ -77,6 +77,11 @@ struct ao_conn {
 	uint32_t rx_paused; /* atomic: the ring wants a MB_RESUME */
 	struct ao_spinlock sq_lock; /* guards sq_* */
 	struct sendq_node *sq_head, *sq_tail;
+	/* A node every conn has, so that the common case (a packet or two
+	 * queued at a time) needs no malloc()/free(); sq_inline_used (under
+	 * sq_lock) says whether it is on the queue. */
+	struct sendq_node sq_inline;
+	bool sq_inline_used;
 	size_t sq_bytes; /* queued bytes, prefixes included */
 	size_t sq_charge; /* the nodes' charges: bounded by sendq_max */
 	struct ao_strand strand; /* runs every handler of this conn */
@@ -143,6 +148,9 @@ struct io_ring {
 	uint64_t accept_retry_ns; /* EMFILE backoff: re-arm at */
 	uint64_t next_scan_ns;
 	uint64_t stop_deadline_ns;
+	/* The clock, read once per batch of events (io_ring_clock()): what
+	 * a receive stamps in last_rx_ns, without a clock_gettime() each. */
+	uint64_t now_ns;
 	struct ao_io_stats st; /* written by the ring, read racily */
 } __ao_cacheline_aligned;
 
@@ -231,8 +239,9 @@ void io_conn_abandon(struct ao_conn *c);
 void io_conn_finish(struct ao_conn *c);
 /* Fill c->iov from the send queue; returns the number of entries. */
 uint32_t io_conn_fill_iov(struct ao_conn *c);
-/* n bytes of the send queue went out: drop what is done. */
-void io_conn_sent(struct ao_conn *c, size_t n);
+/* n bytes of the send queue went out: drop what is done, then fill c->iov
+ * with what is left (one lock hold for both); returns the entries. */
+uint32_t io_conn_sent(struct ao_conn *c, size_t n);
 /* Is anything queued for sending? */
 bool io_conn_send_pending(struct ao_conn *c);
 /* Retry input held back for lack of buffers. */
@@ -258,7 +267,12 @@ void io_ring_accepted(struct io_ring *r, int fd);
 bool io_ring_accept_error(struct io_ring *r, int err);
 /* Wake the ring thread (from any thread). */
 void io_ring_wake(struct io_ring *r);
-/* The eventfd's counter was read: nothing more to do than look around. */
+/* CLOCK_MONOTONIC in ns. */
 uint64_t io_now(void);
+/* Read the clock into r->now_ns (the backends, after each wait). */
+static inline void io_ring_clock(struct io_ring *r)
+{
+	r->now_ns = io_now();
+}
 
 #endif /* AORTA_IO_PRIV_H */

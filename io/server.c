@@ -26,7 +26,12 @@
  * pool and the recv re-armed; while the pool itself is empty the recv
  * stays down and the ring retries every millisecond.  Never fatal.  The
  * buffer rings together keep at most half the pool lent to the kernel, so
- * the framer always has buffers to stitch packets into.
+ * the framer always has buffers to stitch packets into.  Each turn of the
+ * ring's loop makes one io_uring_enter(): what handling a batch of CQEs
+ * queued (the sends started from the receives and from finished sends,
+ * re-armed receives) is submitted by the next wait, and the ring fd is
+ * registered (io_uring_register_ring_fd()) so the enter skips the fd
+ * lookup.  The clock is read once per batch, not per receive.
  *
  * The epoll path (io/epoll.c) is the same design with readiness: level-
  * triggered EPOLLIN, read() into a pool buffer, writev() for the send
@@ -75,8 +80,12 @@
  * used: the senders are workers, which have no ring of their own.  Close,
  * slow consumer, protocol error, resume and free use the same path.
  *
- * Sending.  One sendmsg/writev at a time per socket, gathering up to 16
- * queued buffers (and their prefixes, which live in the queue node).  A
+ * Sending.  One send at a time per socket: a plain send for a single
+ * buffer, else a sendmsg gathering up to 16 queued buffers (and their
+ * prefixes, which live in the queue node).  When it completes, the done
+ * nodes go and the next send is gathered in the same hold of the queue's
+ * lock.  Each conn has one queue node of its own, used while free, so a
+ * connection with one send queued at a time costs no malloc() for it.  A
  * short send continues from where it stopped; nothing is dropped.  When a
  * send would take the queue past sendq_max the send fails with -ENOBUFS
  * and the connection is closed as a slow consumer; each queued packet
@@ -471,6 +480,8 @@ static void *ring_main(void *arg)
 	for (;;) {
 		uint64_t now = io_now();
 		int64_t timeout = -1;
+
+		r->now_ns = now;
 
 		io_ring_drain_mailbox(r);
 		if (!r->stop_seen &&

@@ -293,6 +293,9 @@ static int ur_init(struct io_ring *r)
 		return err;
 	}
 	r->srv->ring_flags = flags;
+	/* Each io_uring_enter() then skips the fd lookup; optional (5.18),
+	 * so a failure only costs that. */
+	io_uring_register_ring_fd(&u->ring);
 	err = bufring_setup(r);
 	if (err) {
 		ur_fini(r);
@@ -494,38 +497,54 @@ static void ur_refill(struct io_ring *r)
 
 /* ---- send ---- */
 
-static void ur_send_kick(struct io_ring *r, struct ao_conn *c)
+/* Send the n entries of c->iov: a plain send for one (the common case:
+ * no msghdr for the kernel to copy in), sendmsg for more. */
+static void ur_send_issue(struct io_ring *r, struct ao_conn *c, uint32_t n)
 {
-	struct io_uring_sqe *sqe;
-	uint32_t n;
+	struct io_uring_sqe *sqe = get_sqe(ur(r));
 
-	if (c->send_busy || c->state >= CONN_CLOSING)
-		return;
-	n = io_conn_fill_iov(c);
-	if (!n)
-		return;
-	c->msg.msg_iov = c->iov;
-	c->msg.msg_iovlen = n;
-	sqe = get_sqe(ur(r));
-	io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+	if (n == 1) {
+		io_uring_prep_send(sqe, c->fd, c->iov[0].iov_base,
+				   c->iov[0].iov_len, MSG_NOSIGNAL);
+	} else {
+		c->msg.msg_iov = c->iov;
+		c->msg.msg_iovlen = n;
+		io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+	}
 	io_uring_sqe_set_data64(sqe, ud(c, UD_SEND));
 	c->send_busy = true;
 	c->ops++;
 }
 
+static void ur_send_kick(struct io_ring *r, struct ao_conn *c)
+{
+	uint32_t n;
+
+	if (c->send_busy || c->state >= CONN_CLOSING)
+		return;
+	n = io_conn_fill_iov(c);
+	if (n)
+		ur_send_issue(r, c, n);
+}
+
 static void on_send(struct io_ring *r, struct ao_conn *c, int res)
 {
 	c->send_busy = false;
-	if (res > 0 && c->state < CONN_CLOSING)
-		io_conn_sent(c, (size_t)res);
-	else if (res < 0 && res != -EINTR && res != -EAGAIN &&
-		 c->state < CONN_CLOSING)
+	if (res > 0 && c->state < CONN_CLOSING) {
+		/* What is left (a short send continues from where it
+		 * stopped), with the same lock hold. */
+		uint32_t n = io_conn_sent(c, (size_t)res);
+
+		if (n)
+			ur_send_issue(r, c, n);
+	} else if (res < 0 && res != -EINTR && res != -EAGAIN &&
+		   c->state < CONN_CLOSING) {
 		io_conn_close_hard(c, AO_CLOSE_RESET);
-	if (c->state < CONN_CLOSING) {
-		/* A short send continues from where it stopped. */
+	} else {
 		ur_send_kick(r, c);
-		io_conn_check_drained(c);
 	}
+	if (c->state < CONN_CLOSING)
+		io_conn_check_drained(c);
 	op_done(c);
 }
 
@@ -603,6 +622,7 @@ static void ur_wait(struct io_ring *r, int64_t timeout_ns)
 						       NULL);
 		(void)err; /* -ETIME, -EINTR: look at the CQ anyway */
 	}
+	io_ring_clock(r);
 	io_uring_for_each_cqe(&u->ring, head, cqe)
 	{
 		handle_cqe(r, cqe);
@@ -610,10 +630,12 @@ static void ur_wait(struct io_ring *r, int64_t timeout_ns)
 	}
 	/* The CQ alone (not io_uring_buf_ring_cq_advance(): see the top). */
 	io_uring_cq_advance(&u->ring, count);
-	/* Sends ring handlers queued: into this submit. */
+	/* Sends ring handlers queued.  Not submitted here: the ring's next
+	 * wait submits them with everything else the loop queues, in the
+	 * same io_uring_enter() that waits (one system call per loop; the
+	 * ring runs no other code that could block in between). */
 	io_ring_flush_kicks(r);
 	buf_publish(u);
-	io_uring_submit(&u->ring);
 }
 
 const struct io_backend io_uring_backend = {
