@@ -619,19 +619,40 @@ static void park_finish(struct ao_worker *w, uint32_t key)
 }
 
 /*
- * Sleep until notified.  Returns false if the worker must exit, true to
- * look for work again.
+ * A park that park_prepare() called off because it saw work: the worker
+ * stays up, but it is no longer searching, and submitters may have relied
+ * on it.  One that saw it searching skipped its wake (as with a searcher
+ * that finds work, stop_searching()); one that saw it among the sleepers
+ * set wake_pending for a wake-up that this worker has now swallowed, and
+ * until the flag is cleared every later submit skips its wake too.  If
+ * this worker then runs one item that blocks until another one runs, the
+ * rest would wait for it while the other workers sleep (seen under TSan:
+ * two gate items, one worker in the first, the second never taken).  So
+ * clear the flag and, if work is still visible, wake a sleeper for it.
+ * SEQ_CST store: as in park_prepare(); exec_notify() has its own fence.
  */
-static bool park(struct ao_worker *w)
+static void park_called_off(struct ao_exec *ex)
+{
+	__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
+	if (work_visible(ex))
+		exec_notify(ex);
+}
+
+enum { PARK_EXIT, PARK_SLEPT, PARK_CALLED_OFF };
+
+/* Sleep until notified, unless park_prepare() calls it off. */
+static int park(struct ao_worker *w)
 {
 	struct ao_exec *ex = w->ex;
 	uint32_t key;
 
 	if (!park_prepare(w, NULL, NULL, &key))
-		return !__atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE);
+		return __atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE) ?
+			       PARK_EXIT :
+			       PARK_CALLED_OFF;
 	park_finish(w, key);
 	start_searching(w);
-	return true;
+	return PARK_SLEPT;
 }
 
 /* No work: search, park; return the next item, or NULL to exit. */
@@ -644,6 +665,7 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 	notify_drainers(ex);
 	for (;;) {
 		uint64_t end;
+		int r;
 
 		if (!w->searching && 2 * LOAD(ex->nsearching) < ex->nworkers)
 			start_searching(w);
@@ -670,12 +692,15 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 			for (int i = 0; i < 8; i++)
 				cpu_relax();
 		} while (ao_cycles() < end && !LOAD(ex->exiting));
-		if (!park(w))
+		r = park(w);
+		if (r == PARK_EXIT)
 			return NULL;
 		x = find_work(w);
 		if (x) {
 			if (w->searching)
 				stop_searching(w);
+			else if (r == PARK_CALLED_OFF)
+				park_called_off(ex);
 			return x;
 		}
 	}
@@ -983,6 +1008,8 @@ bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
 	if (park_prepare(w, cond, arg, &key)) {
 		park_finish(w, key);
 		__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
+	} else {
+		park_called_off(ex);
 	}
 	return true;
 }

@@ -912,6 +912,47 @@ static void test_busy_pool_no_wake(void **state)
 	run_busy_no_wake(AO_EXEC_STEAL);
 }
 
+/*
+ * As many blocking items as workers, submitted to a pool whose workers are
+ * still spinning or parking: each must get a worker of its own.  A worker
+ * whose park is called off by the first item (it saw it in its re-check)
+ * must not swallow the wake-up meant for a sleeper while it runs that item
+ * (the busy-pool test above hung this way under TSan, 1 run in 4).
+ */
+static void run_gates(enum ao_exec_kind kind, unsigned int workers)
+{
+	struct gate g[4];
+	long rounds = t_scaled(200, 20);
+
+	t_watchdog_arm(120, "one gate per worker");
+	for (long r = 0; r < rounds; r++) {
+		struct ao_exec *ex =
+			t_exec_create(kind, workers, 0, AO_EXEC_BLOCK);
+
+		/* Vary the moment: right after create, or once they park. */
+		if (r & 1)
+			t_sleep_ns(50000 * (uint64_t)(r % 7));
+		for (unsigned int i = 0; i < workers; i++) {
+			gate_init(&g[i], NULL);
+			assert_int_equal(ao_exec_submit(ex, &g[i].work), 0);
+		}
+		for (unsigned int i = 0; i < workers; i++)
+			gate_wait_entered(&g[i]);
+		for (unsigned int i = 0; i < workers; i++)
+			gate_open(&g[i]);
+		assert_int_equal(ao_exec_destroy(ex), 0);
+	}
+	t_watchdog_disarm();
+}
+
+static void test_gate_per_worker(void **state)
+{
+	(void)state;
+	run_gates(AO_EXEC_SHARED, 2);
+	run_gates(AO_EXEC_STEAL, 2);
+	run_gates(AO_EXEC_STEAL, 4);
+}
+
 /* ---- ao_exec_run_one() on a worker runs queued work ---- */
 
 struct helper {
@@ -1011,6 +1052,7 @@ int main(void)
 		cmocka_unit_test(test_drain_concurrent),
 		cmocka_unit_test(test_idle_burns_no_cpu),
 		cmocka_unit_test(test_busy_pool_no_wake),
+		cmocka_unit_test(test_gate_per_worker),
 		cmocka_unit_test(test_run_one),
 		cmocka_unit_test(test_spawn_overflow),
 		cmocka_unit_test(test_worker_submit_full_no_deadlock),
