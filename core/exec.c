@@ -31,7 +31,12 @@
  * ------
  * An idle worker first searches: it spins for spin_ns (20 us by default)
  * looking for work.  At most half the workers search at once (Go's and
- * Tokio's throttle); the others go straight to park.  Parking is an event
+ * Tokio's throttle); the others go straight to park.  A spin that ended in
+ * a park halves the next one, and one that finds work restores it, so a
+ * worker woken for a lone item now and then parks right after it (see
+ * worker_idle() for why that halves the wake-up latency).  When the
+ * workers and one outside thread outnumber the CPUs, a spin yields the
+ * CPU between looks instead of pausing (spin_pause()).  Parking is an event
  * count prepare / re-check every queue / wait, so an idle executor sleeps
  * in the kernel and burns no CPU; nothing in it polls on a timer.  A submit
  * publishes its item and then, after a SEQ_CST fence, wakes one sleeper
@@ -122,6 +127,11 @@
 #define SHARED_BATCH_MAX 16u
 /* Retries of a steal that lost a race, per victim. */
 #define STEAL_RETRIES 4
+/* An idle spin that ended in a park halves the next one, down to
+ * spin_ns >> SPIN_FAILS_MAX (see worker_idle()). */
+#define SPIN_FAILS_MAX 8u
+/* Pause, not yield, for this long at the start of a spin (spin_pause()). */
+#define RELAX_NS 2000u
 
 /* An intrusive FIFO under the sync/ lock.  head and len are also read
  * without the lock (READ_ONCE) to peek. */
@@ -139,6 +149,7 @@ struct ao_worker {
 	uint64_t rng;
 	uint32_t tick;
 	uint32_t depth; /* inline runs in progress */
+	uint32_t spin_fails; /* idle spins in a row that found nothing */
 	int64_t credit; /* started items not yet given back to queued */
 	unsigned int id;
 	bool searching;
@@ -156,10 +167,12 @@ struct ao_worker {
 struct ao_exec {
 	struct ao_exec_config cfg;
 	unsigned int nworkers;
+	bool oversub; /* workers + one outside thread > usable CPUs */
 	int64_t capacity; /* 0: unbounded */
 	int64_t room_wake; /* wake blocked submitters at or below this */
 	int64_t credit_batch;
 	uint64_t spin_cycles;
+	uint64_t relax_cycles; /* RELAX_NS */
 	struct ao_worker *workers;
 	uint32_t stopping; /* shutdown started: refuse submits */
 	uint32_t exiting; /* drained after shutdown: workers return */
@@ -321,6 +334,31 @@ void ao__exec_wake_all(struct ao_exec *ex)
 	ao_ec_notify_all(&ex->idle_ec);
 }
 
+/*
+ * One pause of a spin that waits for other threads to make progress (an
+ * idle worker waiting for work, a submitter waiting for room).  With a CPU
+ * for every worker and for one thread feeding them, a few pause
+ * instructions.  Oversubscribed (2 workers and the producer on 2 CPUs),
+ * the spinner would take a CPU from the very thread it waits for, which
+ * then makes no progress until the scheduler's next tick; so it yields,
+ * which returns at once when nothing else is runnable on this CPU.  The
+ * spins stay bounded in time and end in a park either way.  Only after the
+ * first RELAX_NS of a spin: a yield pushes the thread's EEVDF deadline
+ * back, so a worker that yielded just before it parked is later woken
+ * without preempting its waker (the wake-up latency that worker_idle()'s
+ * shrinking spin avoids), and a short spin catches work handed over within
+ * microseconds without a trip through the scheduler.
+ */
+static inline void spin_pause(const struct ao_exec *ex, bool may_yield)
+{
+	if (may_yield && ex->oversub) {
+		sched_yield();
+		return;
+	}
+	for (int i = 0; i < 8; i++)
+		cpu_relax();
+}
+
 /* ---- the bound ---- */
 
 /* Take a capacity slot if one is free. */
@@ -353,7 +391,7 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 {
 	for (;;) {
 		uint32_t key;
-		uint64_t end;
+		uint64_t end, relax_end, now;
 
 		if (room_try(ex))
 			return 0;
@@ -362,9 +400,10 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 		/* Workers give room back every few items: spin a little
 		 * before paying two system calls to sleep and be woken. */
 		end = ao_cycles() + ex->spin_cycles;
+		relax_end = ao_cycles() + ex->relax_cycles;
 		while (LOAD(ex->queued) >= ex->capacity &&
-		       !LOAD(ex->stopping) && ao_cycles() < end)
-			cpu_relax();
+		       !LOAD(ex->stopping) && (now = ao_cycles()) < end)
+			spin_pause(ex, now >= relax_end);
 		if (room_try(ex))
 			return 0;
 		/* Sleep until half the capacity is free (or shutdown), not
@@ -456,6 +495,8 @@ static struct ao_work *inject_grab(struct ao_worker *w)
 	if (room > AO_DEQUE_SIZE / 2)
 		room = AO_DEQUE_SIZE / 2;
 	x = queue_take(&ex->q, ex->nworkers, (uint64_t)room + 1, &rest, &n);
+	if (!rest)
+		return x;
 	while (rest) {
 		struct ao_work *next = rest->next;
 
@@ -464,6 +505,16 @@ static struct ao_work *inject_grab(struct ao_worker *w)
 		ao_deque_push(&w->dq, rest);
 		rest = next;
 	}
+	/*
+	 * Between queue_take() and the pushes the items were in neither
+	 * queue, so a worker parking meanwhile may have re-checked and
+	 * missed them; the submitters that relied on it have gone.  Publish
+	 * them as a submit would: if that worker is asleep now, wake it
+	 * (this is what a searcher's stop_searching() does anyway, but this
+	 * worker may not be searching, and may be about to run an item that
+	 * blocks until the ones it holds have run).
+	 */
+	exec_notify(ex);
 	return x;
 }
 
@@ -664,7 +715,7 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 	flush_credit(w);
 	notify_drainers(ex);
 	for (;;) {
-		uint64_t end;
+		uint64_t budget, now, relax_end, end;
 		int r;
 
 		if (!w->searching && 2 * LOAD(ex->nsearching) < ex->nworkers)
@@ -677,21 +728,35 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 		 * would otherwise enter park() between every two items,
 		 * and each time the producer would see a prepared waiter
 		 * and pay a futex wake for it.
+		 *
+		 * The budget halves with every spin in a row that ended in
+		 * a park, and is whole again once a spin finds work.  A
+		 * worker woken now and then for a lone item (the wake-up
+		 * latency case) thus parks straight after it; one that
+		 * spun before sleeping is, on Linux 6.x (EEVDF), woken
+		 * without preempting the thread that woke it and waits for
+		 * that thread to block: 10-15 us here against 2-3 us.
 		 */
-		end = ao_cycles() +
-		      (w->searching ? ex->spin_cycles : ex->spin_cycles / 8);
+		budget = w->searching ? ex->spin_cycles : ex->spin_cycles / 8;
+		budget >>= w->spin_fails;
+		now = ao_cycles();
+		relax_end = now + ex->relax_cycles;
+		end = now + budget;
 		do {
 			if (work_visible(ex)) {
 				x = find_work(w);
 				if (x) {
 					if (w->searching)
 						stop_searching(w);
+					w->spin_fails = 0;
 					return x;
 				}
 			}
-			for (int i = 0; i < 8; i++)
-				cpu_relax();
-		} while (ao_cycles() < end && !LOAD(ex->exiting));
+			spin_pause(ex, now >= relax_end);
+			now = ao_cycles();
+		} while (now < end && !LOAD(ex->exiting));
+		if (w->spin_fails < SPIN_FAILS_MAX)
+			w->spin_fails++;
 		r = park(w);
 		if (r == PARK_EXIT)
 			return NULL;
@@ -1135,9 +1200,11 @@ int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
 	if (ex->nworkers > AO_EXEC_MAX_WORKERS)
 		ex->nworkers = AO_EXEC_MAX_WORKERS;
 	ex->cfg.workers = ex->nworkers;
+	ex->oversub = ex->nworkers + 1 > ao_cpu_count();
 	if (!ex->cfg.spin_ns)
 		ex->cfg.spin_ns = AO_EXEC_DEFAULT_SPIN_NS;
 	ex->spin_cycles = ao_ns_to_cycles(ex->cfg.spin_ns);
+	ex->relax_cycles = ao_ns_to_cycles(RELAX_NS);
 	ex->capacity = (int64_t)cfg->capacity;
 	ex->room_wake = ex->capacity / 2;
 	ex->credit_batch = ex->capacity / (8 * (int64_t)ex->nworkers);

@@ -327,12 +327,17 @@ static void test_xo_steal_unbounded(void **state)
 	(void)state;
 	run_exactly_once(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK, false);
 	run_exactly_once(AO_EXEC_STEAL, 4, 0, AO_EXEC_BLOCK, false);
+	/* Workers + producers > CPUs on any machine: the yielding spins. */
+	run_exactly_once(AO_EXEC_STEAL, ao_cpu_count(), 0, AO_EXEC_BLOCK,
+			 false);
 }
 
 static void test_xo_steal_bounded_block(void **state)
 {
 	(void)state;
 	run_exactly_once(AO_EXEC_STEAL, 2, 64, AO_EXEC_BLOCK, false);
+	run_exactly_once(AO_EXEC_STEAL, ao_cpu_count(), 64, AO_EXEC_BLOCK,
+			 false);
 	run_exactly_once(AO_EXEC_STEAL, 3, 1, AO_EXEC_BLOCK, false);
 }
 
@@ -868,6 +873,56 @@ static void test_idle_burns_no_cpu(void **state)
 	run_idle(AO_EXEC_STEAL);
 }
 
+/*
+ * Lone items with idle gaps: the idle spin shrinks after every spin that
+ * ends in a park (down to almost nothing) and grows back when a spin finds
+ * work.  Every item must still run, every gap end in a park and a wake, and
+ * a burst after the gaps must restore the spin without losing anything.
+ */
+static void run_lone_items(enum ao_exec_kind kind, unsigned int workers)
+{
+	struct ao_exec *ex = t_exec_create(kind, workers, 0, AO_EXEC_BLOCK);
+	struct ao_exec_stats st;
+	struct cnt c, burst[256];
+	int ran = 0, bran[256] = { 0 };
+
+	t_watchdog_arm(30, "lone items");
+	ao_work_init(&c.work, cnt_fn);
+	c.ran = &ran;
+	for (int i = 0; i < 20; i++) {
+		t_sleep_ns(2000000);
+		assert_int_equal(ao_exec_submit(ex, &c.work), 0);
+		assert_int_equal(ao_exec_drain(ex), 0);
+		assert_int_equal(ran, i + 1);
+	}
+	for (int i = 0; i < 256; i++) {
+		ao_work_init(&burst[i].work, cnt_fn);
+		burst[i].ran = &bran[i];
+		assert_int_equal(ao_exec_submit(ex, &burst[i].work), 0);
+	}
+	assert_int_equal(ao_exec_drain(ex), 0);
+	t_watchdog_disarm();
+	for (int i = 0; i < 256; i++)
+		assert_int_equal(bran[i], 1);
+	assert_int_equal(ao_exec_stats(ex, &st), 0);
+	/* No timing is asserted: only that workers did park and were woken
+	 * (a gap of 2 ms is 100 times the default spin). */
+	assert_true(st.parks >= 1);
+	assert_true(st.wakeups >= 1);
+	assert_int_equal(st.executed, 20 + 256);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+}
+
+static void test_lone_items(void **state)
+{
+	(void)state;
+	run_lone_items(AO_EXEC_SHARED, 1);
+	run_lone_items(AO_EXEC_STEAL, 2);
+	/* As many workers as CPUs: oversubscribed with the submitter, so
+	 * idle spins yield (spin_pause()). */
+	run_lone_items(AO_EXEC_STEAL, ao_cpu_count());
+}
+
 /* ---- no system call when every worker is awake ---- */
 
 static void run_busy_no_wake(enum ao_exec_kind kind)
@@ -1051,6 +1106,7 @@ int main(void)
 		cmocka_unit_test(test_destroy_runs_backlog),
 		cmocka_unit_test(test_drain_concurrent),
 		cmocka_unit_test(test_idle_burns_no_cpu),
+		cmocka_unit_test(test_lone_items),
 		cmocka_unit_test(test_busy_pool_no_wake),
 		cmocka_unit_test(test_gate_per_worker),
 		cmocka_unit_test(test_run_one),
