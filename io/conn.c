@@ -14,12 +14,6 @@
 #include <aorta/io/conn.h>
 #include "io_priv.h"
 
-struct pkt_work {
-	struct ao_work work;
-	struct ao_conn *c;
-	struct ao_buf *pkt;
-};
-
 static const char *const reason_names[AO_CLOSE_NR] = {
 	[AO_CLOSE_EOF] = "eof",
 	[AO_CLOSE_RESET] = "reset",
@@ -212,14 +206,21 @@ static void pkt_run(struct ao_work *w)
 {
 	struct pkt_work *pw = container_of(w, struct pkt_work, work);
 	struct ao_conn *c = pw->c;
+	struct ao_buf *pkt = pw->pkt;
 	struct ao_server *srv = c->srv;
 	const struct ao_server_handlers *h = &srv->cfg.handlers;
 	uint32_t n;
 
-	if (h->on_packet && h->on_packet(c, pw->pkt, h->arg) < 0)
+	/* The strand touches no item after its function is called, so the
+	 * item can go now.  Release: our reads of it happen before the
+	 * ring reuses it; pairs with the acquire load in conn_emit(). */
+	if (pw == &c->pw_inline)
+		__atomic_store_n(&c->pw_busy, 0, __ATOMIC_RELEASE);
+	else
+		free(pw);
+	if (h->on_packet && h->on_packet(c, pkt, h->arg) < 0)
 		post(c, MB_PROTO);
-	ao_buf_put(pw->pkt);
-	free(pw);
+	ao_buf_put(pkt);
 	/* SEQ_CST: the decrement is ordered before the load of rx_paused
 	 * (StoreLoad); pairs with the ring's SEQ_CST store of rx_paused and
 	 * re-load of backlog in bp_update(), so either the ring sees the
@@ -287,10 +288,18 @@ static int conn_emit(void *arg, struct ao_buf *pkt)
 
 	if (c->srv->ring_handlers)
 		return ring_emit(c, pkt);
-	pw = malloc(sizeof(*pw));
-	if (!pw) {
-		ao_buf_put(pkt);
-		return -ENOMEM;
+	/* Acquire: pairs with the release store in pkt_run(). */
+	if (!__atomic_load_n(&c->pw_busy, __ATOMIC_ACQUIRE)) {
+		pw = &c->pw_inline;
+		/* Relaxed: only this thread sets it; the strand's submit
+		 * publishes pw to the worker. */
+		__atomic_store_n(&c->pw_busy, 1, __ATOMIC_RELAXED);
+	} else {
+		pw = malloc(sizeof(*pw));
+		if (!pw) {
+			ao_buf_put(pkt);
+			return -ENOMEM;
+		}
 	}
 	ao_work_init(&pw->work, pkt_run);
 	pw->c = ao_conn_get(c);
@@ -300,7 +309,10 @@ static int conn_emit(void *arg, struct ao_buf *pkt)
 	if (err < 0) {
 		__atomic_fetch_sub(&c->backlog, 1, __ATOMIC_SEQ_CST);
 		ao_buf_put(pkt);
-		free(pw);
+		if (pw == &c->pw_inline)
+			__atomic_store_n(&c->pw_busy, 0, __ATOMIC_RELAXED);
+		else
+			free(pw);
 		ao_conn_put(c);
 		return err;
 	}

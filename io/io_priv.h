@@ -65,6 +65,13 @@ struct held_rx {
 	uint8_t data[];
 };
 
+/* One packet on its way to the strand. */
+struct pkt_work {
+	struct ao_work work;
+	struct ao_conn *c;
+	struct ao_buf *pkt;
+};
+
 struct io_ring;
 
 struct ao_conn {
@@ -85,6 +92,11 @@ struct ao_conn {
 	size_t sq_bytes; /* queued bytes, prefixes included */
 	size_t sq_charge; /* the nodes' charges: bounded by sendq_max */
 	struct ao_strand strand; /* runs every handler of this conn */
+	/* A work item every conn has, so that a packet needs no malloc()
+	 * while the previous one has run (one request in flight); pw_busy
+	 * (atomic) is set by the ring, cleared by the worker. */
+	struct pkt_work pw_inline;
+	uint32_t pw_busy;
 	struct ao_work open_work, close_work;
 	enum ao_close_reason reason; /* set before close_work is queued */
 	void *user;

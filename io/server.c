@@ -84,8 +84,9 @@
  * buffer, else a sendmsg gathering up to 16 queued buffers (and their
  * prefixes, which live in the queue node).  When it completes, the done
  * nodes go and the next send is gathered in the same hold of the queue's
- * lock.  Each conn has one queue node of its own, used while free, so a
- * connection with one send queued at a time costs no malloc() for it.  A
+ * lock.  Each conn has one queue node and one packet work item of its
+ * own, used while free, so a connection with one request in flight costs
+ * no malloc().  A
  * short send continues from where it stopped; nothing is dropped.  When a
  * send would take the queue past sendq_max the send fails with -ENOBUFS
  * and the connection is closed as a slow consumer; each queued packet
