@@ -216,6 +216,7 @@ static void test_many_groups(void **state)
 
 struct hold {
 	struct ao_work work;
+	int started;
 	int open;
 };
 
@@ -223,6 +224,7 @@ static void hold_fn(struct ao_work *w)
 {
 	struct hold *h = container_of(w, struct hold, work);
 
+	__atomic_store_n(&h->started, 1, __ATOMIC_RELEASE);
 	while (!__atomic_load_n(&h->open, __ATOMIC_ACQUIRE))
 		t_sleep_ns(100000);
 }
@@ -230,7 +232,7 @@ static void hold_fn(struct ao_work *w)
 static void test_refused_not_counted(void **state)
 {
 	struct ao_exec *ex = t_exec_create(AO_EXEC_SHARED, 1, 1, AO_EXEC_FAIL);
-	struct hold h = { AO_WORK_INIT(hold_fn), 0 };
+	struct hold h = { AO_WORK_INIT(hold_fn), 0, 0 };
 	struct leaf l[3];
 	int ran[3] = { 0 };
 	struct ao_group g;
@@ -239,10 +241,17 @@ static void test_refused_not_counted(void **state)
 	(void)state;
 	t_watchdog_arm(30, "refused group submit");
 	assert_int_equal(ao_exec_submit(ex, &h.work), 0);
-	/* Wait until the holder has started (its slot is given back). */
-	do {
-		ao_exec_stats(ex, &st);
-	} while (st.queued);
+	/*
+	 * Wait until the holder runs.  Its slot is given back when the worker
+	 * takes it, before its function runs (with capacity 1 the worker's
+	 * credit batch is 1), so the one slot is free once it has started.
+	 * The queue depth going to 0 is not enough: it drops before the
+	 * worker gives the slot back.
+	 */
+	while (!__atomic_load_n(&h.started, __ATOMIC_ACQUIRE))
+		t_sleep_ns(100000);
+	ao_exec_stats(ex, &st);
+	assert_int_equal(st.queued, 0);
 	ao_group_init(&g, ex);
 	for (int i = 0; i < 3; i++) {
 		ao_group_work_init(&l[i].gw, leaf_fn);
