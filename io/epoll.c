@@ -121,9 +121,17 @@ static void ep_send(struct io_ring *r, struct ao_conn *c)
 			io_conn_check_drained(c);
 			return;
 		}
-		c->msg.msg_iov = c->iov;
-		c->msg.msg_iovlen = n;
-		w = sendmsg(c->fd, &c->msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		/* One buffer (the common case): send(), with no iovec for
+		 * the kernel to copy in. */
+		if (n == 1) {
+			w = send(c->fd, c->iov[0].iov_base, c->iov[0].iov_len,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		} else {
+			c->msg.msg_iov = c->iov;
+			c->msg.msg_iovlen = n;
+			w = sendmsg(c->fd, &c->msg,
+				    MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
 		if (w > 0) {
 			n = io_conn_sent(c, (size_t)w); /* and what is next */
 			continue;

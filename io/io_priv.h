@@ -145,6 +145,7 @@ struct io_ring {
 	int efd; /* eventfd: other threads wake the ring */
 	int spare_fd; /* /dev/null, given up to accept on EMFILE */
 	uint32_t ready; /* atomic: 1 set up, -errno failed */
+	bool ticking; /* the backend wakes the ring every scan period */
 	/* Mailbox: a stack of conns other threads pushed (MB_QUEUED). */
 	struct ao_conn *mb_head; /* atomic */
 	uint32_t sleeping; /* atomic: the ring may block: wake it */

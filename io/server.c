@@ -31,7 +31,10 @@
  * queued (the sends started from the receives and from finished sends,
  * re-armed receives) is submitted by the next wait, and the ring fd is
  * registered (io_uring_register_ring_fd()) so the enter skips the fd
- * lookup.  The clock is read once per batch, not per receive.
+ * lookup.  The clock is read once per batch, not per receive.  A
+ * multishot timeout ticks every scan period, so a wait has no timeout
+ * of its own (no timer armed each time the ring sleeps) unless something
+ * sooner is due (a starved retry, an accept back-off).
  *
  * The epoll path (io/epoll.c) is the same design with readiness: level-
  * triggered EPOLLIN, read() into a pool buffer, writev() for the send
@@ -508,11 +511,16 @@ static void *ring_main(void *arg)
 			if (now >= r->stop_deadline_ns + IO_STOP_GRACE_NS)
 				break;
 		}
-		timeout = (int64_t)(r->next_scan_ns - now);
+		/* With the backend's tick (io_uring: a multishot timeout) a
+		 * wait with no other deadline has no timeout: arming a timer
+		 * on every wait that sleeps was a measurable share of a
+		 * request.  The scan may run up to a period late. */
+		timeout = r->ticking ? -1 : (int64_t)(r->next_scan_ns - now);
 		if (r->nheld || r->nnobufs || r->reap)
 			timeout = IO_STARVED_POLL_NS;
 		if (r->accept_retry_ns && r->accept_retry_ns > now &&
-		    (int64_t)(r->accept_retry_ns - now) < timeout)
+		    (timeout < 0 ||
+		     (int64_t)(r->accept_retry_ns - now) < timeout))
 			timeout = (int64_t)(r->accept_retry_ns - now);
 		/* SEQ_CST store, then SEQ_CST load of the mailbox: pairs with
 		 * the SEQ_CST push and load of sleeping in post(), so a push
@@ -633,6 +641,7 @@ int ao_server_start(struct ao_server *srv)
 		r->stop_seen = false;
 		r->accepting = false;
 		r->accept_retry_ns = 0;
+		r->ticking = false;
 		r->be = srv->be;
 		err = open_listener(srv, r, i ? srv->port : srv->cfg.port);
 		if (err)
