@@ -423,6 +423,11 @@ static void ring_scan(struct io_ring *r, uint64_t now)
 		next = c->next;
 		if (c->state == CONN_DRAINING && now >= c->deadline_ns)
 			io_conn_close_hard(c, c->reason);
+		else if (c->state == CONN_OPEN && idle && !io_conn_rx_wanted(c))
+			/* We stopped reading it (backpressure, or input held
+			 * for want of buffers): its silence is ours, not the
+			 * peer's, so its idle time starts when we resume. */
+			c->last_rx_ns = now;
 		else if (c->state == CONN_OPEN && idle &&
 			 now - c->last_rx_ns >= idle)
 			io_conn_close_hard(c, AO_CLOSE_IDLE);

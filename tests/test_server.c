@@ -1029,7 +1029,7 @@ static void *writer_main(void *arg)
  * the buffer ring, or the framer's allocator fails), which is counted and
  * waited out; once the handlers go on, every byte arrives, in order. */
 static void pool_exhausted(void **state, enum ao_frame_kind kind,
-			   uint32_t ring_buffers)
+			   uint32_t ring_buffers, uint32_t idle_ms)
 {
 	struct ao_server_config cfg;
 	struct ao_server *srv;
@@ -1044,6 +1044,7 @@ static void pool_exhausted(void **state, enum ao_frame_kind kind,
 	cfg.framing.kind = kind;
 	cfg.pool_buffers = 24;
 	cfg.ring_buffers = ring_buffers;
+	cfg.idle_timeout_ms = idle_ms;
 	t_watchdog_arm(60, "pool exhausted");
 	srv = start(&cfg);
 	fd = cl_connect(ao_server_port(srv));
@@ -1067,10 +1068,13 @@ static void pool_exhausted(void **state, enum ao_frame_kind kind,
 			   st.enobufs > 0;
 		   }),
 		   10000);
-	t_sleep_ns(20000000);
+	/* With an idle timeout, stay stalled for several of them: the
+	 * server is not reading, so the peer is not idle. */
+	t_sleep_ns(idle_ms ? idle_ms * 5000000ull : 20000000);
 	__atomic_store_n(&t_stall, 0, __ATOMIC_RELEASE);
 	assert_int_equal(cl_read(fd, in, total), 0);
 	assert_memory_equal(in, out, total);
+	assert_int_equal(closes(AO_CLOSE_IDLE), 0);
 	pthread_join(t, NULL);
 	close(fd);
 	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
@@ -1082,19 +1086,25 @@ static void pool_exhausted(void **state, enum ao_frame_kind kind,
 
 static void test_pool_exhausted_raw(void **state)
 {
-	pool_exhausted(state, AO_FRAME_RAW, 8);
+	pool_exhausted(state, AO_FRAME_RAW, 8, 0);
 }
 
 static void test_pool_exhausted_framed(void **state)
 {
-	pool_exhausted(state, AO_FRAME_LEN16, 8);
+	pool_exhausted(state, AO_FRAME_LEN16, 8, 0);
+}
+
+/* A connection the server stopped reading (no buffers) is not idle. */
+static void test_pool_exhausted_not_idle(void **state)
+{
+	pool_exhausted(state, AO_FRAME_LEN16, 8, 100);
 }
 
 /* A buffer ring bigger than the pool: the ring must leave the framer
  * buffers to stitch packets into. */
 static void test_ring_bigger_than_pool(void **state)
 {
-	pool_exhausted(state, AO_FRAME_LEN16, 64);
+	pool_exhausted(state, AO_FRAME_LEN16, 64, 0);
 }
 
 static int highest_fd(void)
@@ -1406,6 +1416,7 @@ int main(void)
 		BOTH(test_slow_reader),
 		BOTH(test_backpressure),
 		BOTH(test_idle_timeout),
+		BOTH(test_pool_exhausted_not_idle),
 		BOTH(test_stop_in_flight),
 		BOTH(test_stop_timeout),
 		BOTH(test_send_after_close),

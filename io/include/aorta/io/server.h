@@ -95,7 +95,10 @@ struct ao_server_config {
 	uint32_t pool_buffers; /* buffers in the pool it makes; 0: 4096 */
 	struct ao_framing framing; /* default: raw */
 	uint32_t max_conns; /* open at once; 0: 10000 (beyond: closed) */
-	uint32_t idle_timeout_ms; /* close after this long silent; 0: never */
+	uint32_t idle_timeout_ms; /* close after this long silent; 0: never.
+				   * Time the server is not reading it
+				   * (backpressure, no buffers) is not
+				   * silence */
 	uint32_t session_backlog; /* packets waiting for a session's strand
 				   * before its recv pauses; 0: 256 */
 	size_t sendq_max; /* queued per connection, each packet counted
