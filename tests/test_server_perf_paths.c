@@ -30,10 +30,10 @@ struct mode {
 	const char *name;
 };
 
-static const struct mode m_uring_worker = { AO_IO_URING, false, "uring" };
-static const struct mode m_uring_ring = { AO_IO_URING, true, "uring ring" };
-static const struct mode m_epoll_worker = { AO_IO_EPOLL, false, "epoll" };
-static const struct mode m_epoll_ring = { AO_IO_EPOLL, true, "epoll ring" };
+static struct mode m_uring_worker = { AO_IO_URING, false, "uring" };
+static struct mode m_uring_ring = { AO_IO_URING, true, "uring ring" };
+static struct mode m_epoll_worker = { AO_IO_EPOLL, false, "epoll" };
+static struct mode m_epoll_ring = { AO_IO_EPOLL, true, "epoll ring" };
 static bool uring_ok;
 
 static uint32_t t_errors, t_packets, t_longest, t_closes;
@@ -250,11 +250,11 @@ static void test_copies_raw(void **state)
 	copies(state, AO_FRAME_RAW);
 }
 
-#define ALL_MODES(fn)                                                   \
-	cmocka_unit_test_prestate(fn, (void *)&m_uring_worker),         \
-		cmocka_unit_test_prestate(fn, (void *)&m_uring_ring),   \
-		cmocka_unit_test_prestate(fn, (void *)&m_epoll_worker), \
-		cmocka_unit_test_prestate(fn, (void *)&m_epoll_ring)
+#define ALL_MODES(fn)                                           \
+	cmocka_unit_test_prestate(fn, &m_uring_worker),         \
+		cmocka_unit_test_prestate(fn, &m_uring_ring),   \
+		cmocka_unit_test_prestate(fn, &m_epoll_worker), \
+		cmocka_unit_test_prestate(fn, &m_epoll_ring)
 
 int main(void)
 {
