@@ -40,4 +40,19 @@ double t_scale(void);
 /* n * t_scale(), at least min. */
 long t_scaled(long n, long min);
 
+/* Assert cond within ms_max milliseconds, polling it every millisecond. */
+#define WAIT_UNTIL(cond, ms_max)                                    \
+	do {                                                        \
+		for (int __i = 0; __i < (ms_max) && !(cond); __i++) \
+			t_sleep_ns(1000000);                        \
+		assert_true(cond);                                  \
+	} while (0)
+
+/* A blocking TCP client of 127.0.0.1:port (TCP_NODELAY, 10 s timeouts). */
+int t_cl_connect(uint16_t port);
+/* Send all n bytes (asserts). */
+void t_cl_write(int fd, const void *p, size_t n);
+/* Read exactly n bytes; 0, or -1 on EOF, error or timeout. */
+int t_cl_read(int fd, void *p, size_t n);
+
 #endif /* AORTA_TESTS_HELPERS_H */

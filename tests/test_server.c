@@ -145,63 +145,7 @@ static void get_stats(struct ao_server *srv, struct ao_io_stats *st)
 }
 
 /* Poll cond every ms for up to ms_max milliseconds. */
-#define WAIT_UNTIL(cond, ms_max)                                    \
-	do {                                                        \
-		for (int __i = 0; __i < (ms_max) && !(cond); __i++) \
-			t_sleep_ns(1000000);                        \
-		assert_true(cond);                                  \
-	} while (0)
-
 /* ---- a blocking test client ---- */
-
-static int cl_connect(uint16_t port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port) };
-	struct timeval tv = { .tv_sec = 10 };
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-static void cl_write(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		assert_true(w > 0);
-		b += w;
-		n -= (size_t)w;
-	}
-}
-
-/* Read exactly n bytes; 0, or -1 on EOF/error/timeout. */
-static int cl_read(int fd, void *p, size_t n)
-{
-	uint8_t *b = p;
-
-	while (n) {
-		ssize_t r = recv(fd, b, n, 0);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
 
 static size_t pkt_encode(uint8_t *out, const void *p, uint16_t n)
 {
@@ -215,7 +159,7 @@ static void cl_send_pkt(int fd, const void *p, uint16_t n)
 {
 	uint8_t b[4100];
 
-	cl_write(fd, b, pkt_encode(b, p, n));
+	t_cl_write(fd, b, pkt_encode(b, p, n));
 }
 
 /* One packet's payload into p (max bytes); its length, or -1. */
@@ -224,10 +168,10 @@ static int cl_recv_pkt(int fd, void *p, size_t max)
 	uint8_t h[2];
 	size_t n;
 
-	if (cl_read(fd, h, 2))
+	if (t_cl_read(fd, h, 2))
 		return -1;
 	n = (size_t)h[0] << 8 | h[1];
-	if (n > max || cl_read(fd, p, n))
+	if (n > max || t_cl_read(fd, p, n))
 		return -1;
 	return (int)n;
 }
@@ -303,7 +247,7 @@ static void test_echo(void **state)
 	base_config(&cfg, BACKEND_OR_SKIP(state));
 	t_watchdog_arm(30, "echo");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	for (int i = 0; i < 20; i++)
 		echo_once(fd, "hello, aorta");
 	WAIT_UNTIL(__atomic_load_n(&t_opens, __ATOMIC_ACQUIRE) == 1, 2000);
@@ -333,10 +277,10 @@ static void test_echo_raw(void **state)
 	cfg.framing.kind = AO_FRAME_RAW;
 	t_watchdog_arm(30, "echo raw");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	for (int i = 0; i < 20; i++) {
-		cl_write(fd, "ping!", 5);
-		assert_int_equal(cl_read(fd, buf, 5), 0);
+		t_cl_write(fd, "ping!", 5);
+		assert_int_equal(t_cl_read(fd, buf, 5), 0);
 		assert_memory_equal(buf, "ping!", 5);
 	}
 	close(fd);
@@ -362,7 +306,7 @@ static void *order_client(void *arg)
 	long chunk = 256;
 
 	for (int s = 0; s < oc->sessions; s++)
-		fds[s] = cl_connect(oc->port);
+		fds[s] = t_cl_connect(oc->port);
 	/* Write in chunks across sessions, then read back each chunk. */
 	for (long base = 0; base < oc->packets; base += chunk) {
 		long end = base + chunk < oc->packets ? base + chunk :
@@ -379,7 +323,7 @@ static void *order_client(void *arg)
 				memcpy(p + 4, &id, 4);
 				n += pkt_encode(out + n, p, 8);
 			}
-			cl_write(fds[s], out, n);
+			t_cl_write(fds[s], out, n);
 		}
 		for (int s = 0; s < oc->sessions; s++) {
 			for (long i = base; i < end; i++) {
@@ -455,17 +399,17 @@ static void test_split_coalesced(void **state)
 	cfg.framing.flags = AO_FRAME_ALLOW_EMPTY;
 	t_watchdog_arm(60, "split and coalesced");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	for (size_t i = 0; i < ARRAY_SIZE(msgs); i++)
 		len += pkt_encode(stream + len, msgs[i],
 				  (uint16_t)strlen(msgs[i]));
 	/* Split at every byte boundary (with a pause so the two halves
 	 * arrive as two receives), and k == len: all coalesced. */
 	for (size_t k = 1; k <= len; k++) {
-		cl_write(fd, stream, k);
+		t_cl_write(fd, stream, k);
 		t_sleep_ns(300000);
 		if (k < len)
-			cl_write(fd, stream + k, len - k);
+			t_cl_write(fd, stream + k, len - k);
 		for (size_t i = 0; i < ARRAY_SIZE(msgs); i++) {
 			char got[64];
 			int n = cl_recv_pkt(fd, got, sizeof(got));
@@ -476,7 +420,7 @@ static void test_split_coalesced(void **state)
 	}
 	/* A byte at a time. */
 	for (size_t k = 0; k < len; k++) {
-		cl_write(fd, stream + k, 1);
+		t_cl_write(fd, stream + k, 1);
 		t_sleep_ns(50000);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(msgs); i++) {
@@ -504,11 +448,11 @@ static void bad_input(void **state, const void *bytes, size_t n, int how,
 	base_config(&cfg, BACKEND_OR_SKIP(state));
 	t_watchdog_arm(30, ao_close_reason_name(want));
 	srv = start(&cfg);
-	good = cl_connect(ao_server_port(srv));
+	good = t_cl_connect(ao_server_port(srv));
 	echo_once(good, "before");
-	bad = cl_connect(ao_server_port(srv));
+	bad = t_cl_connect(ao_server_port(srv));
 	if (n)
-		cl_write(bad, bytes, n);
+		t_cl_write(bad, bytes, n);
 	if (how == 1) {
 		shutdown(bad, SHUT_WR); /* half-close */
 	} else if (how == 2) {
@@ -594,7 +538,7 @@ static void test_half_close(void **state)
 	base_config(&cfg, BACKEND_OR_SKIP(state));
 	t_watchdog_arm(30, "half-close");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	/* The reply comes after the FIN. */
 	__atomic_store_n(&t_handler_sleep_us, 20000, __ATOMIC_RELAXED);
 	cl_send_pkt(fd, "last", 4);
@@ -622,11 +566,11 @@ static void test_max_conns(void **state)
 	t_watchdog_arm(30, "max connections");
 	srv = start(&cfg);
 	for (int i = 0; i < 3; i++) {
-		fds[i] = cl_connect(ao_server_port(srv));
+		fds[i] = t_cl_connect(ao_server_port(srv));
 		echo_once(fds[i], "in");
 	}
 	for (int i = 3; i < 5; i++) {
-		fds[i] = cl_connect(ao_server_port(srv));
+		fds[i] = t_cl_connect(ao_server_port(srv));
 		assert_true(cl_closed_within(fds[i], 5000));
 	}
 	get_stats(srv, &st);
@@ -636,7 +580,7 @@ static void test_max_conns(void **state)
 	/* A slot frees up: a new connection gets in. */
 	close(fds[0]);
 	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
-	fds[0] = cl_connect(ao_server_port(srv));
+	fds[0] = t_cl_connect(ao_server_port(srv));
 	echo_once(fds[0], "in again");
 	for (int i = 0; i < 5; i++)
 		close(fds[i]);
@@ -673,7 +617,7 @@ static void test_slow_reader(void **state)
 	cfg.sock_sndbuf = small;
 	t_watchdog_arm(30, "slow reader");
 	srv = start(&cfg);
-	good = cl_connect(ao_server_port(srv));
+	good = t_cl_connect(ao_server_port(srv));
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
 	{
@@ -727,7 +671,7 @@ static void test_backpressure(void **state)
 	cfg.sock_rcvbuf = small;
 	t_watchdog_arm(60, "backpressure");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	__atomic_store_n(&t_stall, 1, __ATOMIC_RELEASE);
 	/* Write until the socket stays full for 300 ms.  A packet only
@@ -768,7 +712,7 @@ static void test_backpressure(void **state)
 	assert_true(st.packets_in < sent);
 	__atomic_store_n(&t_stall, 0, __ATOMIC_RELEASE);
 	if (pend < n) {
-		cl_write(fd, b + pend, n - pend);
+		t_cl_write(fd, b + pend, n - pend);
 		sent++;
 	}
 	for (uint32_t i = 0; i < sent; i++) {
@@ -798,7 +742,7 @@ static void test_idle_timeout(void **state)
 	cfg.idle_timeout_ms = 100;
 	t_watchdog_arm(30, "idle timeout");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	echo_once(fd, "then silence");
 	assert_true(cl_closed_within(fd, 5000));
 	WAIT_UNTIL(closes(AO_CLOSE_IDLE) == 1, 5000);
@@ -836,7 +780,7 @@ static void test_stop_in_flight(void **state)
 	base_config(&cfg, BACKEND_OR_SKIP(state));
 	t_watchdog_arm(30, "stop with packets in flight");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	__atomic_store_n(&t_handler_sleep_us, 2000, __ATOMIC_RELAXED);
 	for (int i = 0; i < 50; i++)
 		cl_send_pkt(fd, "inflight", 8);
@@ -887,7 +831,7 @@ static void test_stop_timeout(void **state)
 	cfg.drain_timeout_ms = 200;
 	t_watchdog_arm(30, "stop timeout");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	__atomic_store_n(&t_stall, 1, __ATOMIC_RELEASE);
 	cl_send_pkt(fd, "stuck", 5);
 	WAIT_UNTIL(({
@@ -926,7 +870,7 @@ static void test_send_after_close(void **state)
 	cfg.handlers.on_open = h_keep_open;
 	t_watchdog_arm(30, "send after close");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	echo_once(fd, "x");
 	WAIT_UNTIL(__atomic_load_n(&t_opens, __ATOMIC_ACQUIRE) == 1, 2000);
 	assert_true(ao_conn_is_open(t_kept));
@@ -973,7 +917,7 @@ static void test_local_close(void **state)
 	cfg.handlers.on_packet = h_reply_then_close;
 	t_watchdog_arm(30, "local close");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	cl_send_pkt(fd, "bye", 3);
 	assert_int_equal(cl_recv_pkt(fd, got, sizeof(got)), 3);
 	assert_true(cl_closed_within(fd, 5000));
@@ -996,7 +940,7 @@ static void test_rings(void **state)
 	srv = start(&cfg);
 	assert_int_equal(ao_server_rings(srv), 2);
 	for (int i = 0; i < 16; i++) {
-		fds[i] = cl_connect(ao_server_port(srv));
+		fds[i] = t_cl_connect(ao_server_port(srv));
 		echo_once(fds[i], "ring");
 	}
 	for (int i = 0; i < 16; i++)
@@ -1020,8 +964,8 @@ static void *writer_main(void *arg)
 	struct writer *w = arg;
 
 	for (size_t off = 0; off < w->n; off += 1000)
-		cl_write(w->fd, w->p + off,
-			 w->n - off < 1000 ? w->n - off : 1000);
+		t_cl_write(w->fd, w->p + off,
+			   w->n - off < 1000 ? w->n - off : 1000);
 	return NULL;
 }
 
@@ -1047,7 +991,7 @@ static void pool_exhausted(void **state, enum ao_frame_kind kind,
 	cfg.idle_timeout_ms = idle_ms;
 	t_watchdog_arm(60, "pool exhausted");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	if (kind == AO_FRAME_RAW) {
 		for (size_t i = 0; i < total; i++)
 			out[i] = (uint8_t)(i * 7 % 251);
@@ -1072,7 +1016,7 @@ static void pool_exhausted(void **state, enum ao_frame_kind kind,
 	 * server is not reading, so the peer is not idle. */
 	t_sleep_ns(idle_ms ? idle_ms * 5000000ull : 20000000);
 	__atomic_store_n(&t_stall, 0, __ATOMIC_RELEASE);
-	assert_int_equal(cl_read(fd, in, total), 0);
+	assert_int_equal(t_cl_read(fd, in, total), 0);
 	assert_memory_equal(in, out, total);
 	assert_int_equal(closes(AO_CLOSE_IDLE), 0);
 	pthread_join(t, NULL);
@@ -1186,7 +1130,7 @@ static void test_emfile(void **state)
 	assert_int_equal(st.rejected, 4);
 	assert_int_equal(st.accepted, 2);
 	/* The limit is gone: accepting works again (after the back-off). */
-	fds[2] = cl_connect(ao_server_port(srv));
+	fds[2] = t_cl_connect(ao_server_port(srv));
 	echo_once(fds[2], "back");
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
@@ -1209,7 +1153,7 @@ static void test_restart(void **state)
 	for (int round = 0; round < 3; round++) {
 		if (round)
 			assert_int_equal(ao_server_start(srv), 0);
-		fd = cl_connect(ao_server_port(srv));
+		fd = t_cl_connect(ao_server_port(srv));
 		echo_once(fd, "again");
 		close(fd);
 		WAIT_UNTIL(closes(AO_CLOSE_EOF) == (uint32_t)round + 1, 5000);
@@ -1264,7 +1208,7 @@ static void test_broadcast(void **state)
 	srv = start(&cfg);
 	/* on_open runs on the strands, in any order: connect one by one. */
 	for (uint32_t i = 0; i < BC_N; i++) {
-		fds[i] = cl_connect(ao_server_port(srv));
+		fds[i] = t_cl_connect(ao_server_port(srv));
 		WAIT_UNTIL(__atomic_load_n(&bc_n, __ATOMIC_ACQUIRE) == i + 1,
 			   5000);
 	}
@@ -1316,7 +1260,7 @@ static void test_backend_env(void **state)
 	assert_string_equal(ao_io_backend_name(ao_server_backend(srv)),
 			    "epoll");
 	assert_int_equal(ao_server_ring_flags(srv), 0);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	echo_once(fd, "epoll");
 	close(fd);
 	finish(srv);
@@ -1378,8 +1322,8 @@ static void test_shared_exec_pool(void **state)
 	a = start(&cfg);
 	assert_int_equal(ao_server_create(&cfg, &b), 0);
 	assert_int_equal(ao_server_start(b), 0);
-	fa = cl_connect(ao_server_port(a));
-	fb = cl_connect(ao_server_port(b));
+	fa = t_cl_connect(ao_server_port(a));
+	fb = t_cl_connect(ao_server_port(b));
 	echo_once(fa, "a");
 	echo_once(fb, "b");
 	close(fa);

@@ -121,52 +121,6 @@ static void finish(struct ao_server *srv)
 	assert_int_equal(ao_server_destroy(srv), 0);
 }
 
-static int cl_connect(uint16_t port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port) };
-	struct timeval tv = { .tv_sec = 10 };
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-static void cl_write(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		assert_true(w > 0);
-		b += w;
-		n -= (size_t)w;
-	}
-}
-
-static void cl_read(int fd, void *p, size_t n)
-{
-	uint8_t *b = p;
-
-	while (n) {
-		ssize_t r = recv(fd, b, n, 0);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		assert_true(r > 0);
-		b += r;
-		n -= (size_t)r;
-	}
-}
-
 /*
  * Raw framing, max_packet 100 with 2048-byte pool buffers: writes of up to
  * 1900 bytes must reach on_packet in pieces of at most 100 bytes (a
@@ -182,14 +136,14 @@ static void test_raw_max_packet(void **state)
 
 	t_watchdog_arm(30, "raw max_packet");
 	srv = start(m, AO_FRAME_RAW, 100, 1);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	for (int i = 0; i < 40; i++) {
 		size_t n = 1000 + (size_t)i * 23;
 
 		for (size_t j = 0; j < n; j++)
 			out[j] = (uint8_t)(i * 7 + j);
-		cl_write(fd, out, n);
-		cl_read(fd, in, n);
+		t_cl_write(fd, out, n);
+		assert_int_equal(t_cl_read(fd, in, n), 0);
 		assert_memory_equal(in, out, n);
 		total += n;
 	}
@@ -212,7 +166,7 @@ static void copies(void **state, enum ao_frame_kind kind)
 
 	t_watchdog_arm(30, "copies");
 	srv = start(m, kind, 4096, 3);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	for (int i = 0; i < 200; i++) {
 		uint32_t n = 1 + (uint32_t)(i * 31) % 600;
 
@@ -222,14 +176,14 @@ static void copies(void **state, enum ao_frame_kind kind)
 		}
 		for (uint32_t j = 0; j < n; j++)
 			out[h + j] = (uint8_t)(i + j * 3);
-		cl_write(fd, out, h + n);
+		t_cl_write(fd, out, h + n);
 		if (!h) {
 			/* Raw: a write may come in as several packets, each
 			 * sent three times; check the bytes only. */
-			cl_read(fd, in, 3 * n);
+			assert_int_equal(t_cl_read(fd, in, 3 * n), 0);
 			continue;
 		}
-		cl_read(fd, in, 3 * (h + n));
+		assert_int_equal(t_cl_read(fd, in, 3 * (h + n)), 0);
 		for (int k = 0; k < 3; k++)
 			assert_memory_equal(in + (size_t)k * (h + n), out,
 					    h + n);

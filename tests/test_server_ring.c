@@ -181,63 +181,7 @@ static void finish(struct ao_server *srv)
 	t_srv = NULL;
 }
 
-#define WAIT_UNTIL(cond, ms_max)                                    \
-	do {                                                        \
-		for (int __i = 0; __i < (ms_max) && !(cond); __i++) \
-			t_sleep_ns(1000000);                        \
-		assert_true(cond);                                  \
-	} while (0)
-
 /* ---- a blocking test client ---- */
-
-static int cl_connect(uint16_t port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port) };
-	struct timeval tv = { .tv_sec = 10 };
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-static void cl_write(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		assert_true(w > 0);
-		b += w;
-		n -= (size_t)w;
-	}
-}
-
-/* Read exactly n bytes; 0, or -1 on EOF/error/timeout. */
-static int cl_read(int fd, void *p, size_t n)
-{
-	uint8_t *b = p;
-
-	while (n) {
-		ssize_t r = recv(fd, b, n, 0);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
 
 /* One packet in the given framing (the prefix in network order). */
 static size_t pkt_encode(uint8_t *out, enum ao_frame_kind kind, const void *p,
@@ -264,7 +208,7 @@ static void cl_send_pkt(int fd, const void *p, uint16_t n)
 {
 	uint8_t buf[2 + 65536];
 
-	cl_write(fd, buf, pkt_encode(buf, AO_FRAME_LEN16, p, n));
+	t_cl_write(fd, buf, pkt_encode(buf, AO_FRAME_LEN16, p, n));
 }
 
 /* One len16 packet; its length, or -1. */
@@ -273,10 +217,10 @@ static int cl_recv_pkt(int fd, void *p, size_t max)
 	uint8_t h[2];
 	size_t n;
 
-	if (cl_read(fd, h, 2))
+	if (t_cl_read(fd, h, 2))
 		return -1;
 	n = (size_t)h[0] << 8 | h[1];
-	if (n > max || cl_read(fd, p, n))
+	if (n > max || t_cl_read(fd, p, n))
 		return -1;
 	return (int)n;
 }
@@ -326,7 +270,7 @@ static void echo_framing(void **state, enum ao_frame_kind kind)
 	base_config(&cfg, backend_of(state), kind);
 	t_watchdog_arm(30, "ring echo");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	for (int i = 0; i < n; i++) {
 		uint32_t len = 1 + (uint32_t)(i * 37) % 1000;
 		size_t w;
@@ -335,10 +279,10 @@ static void echo_framing(void **state, enum ao_frame_kind kind)
 			msg[j] = (uint8_t)(i + j);
 		msg[0] = (uint8_t)(i % 200); /* never 0xff */
 		w = pkt_encode(out, kind, msg, len);
-		cl_write(fd, out, w);
+		t_cl_write(fd, out, w);
 		/* All of it back before the next (raw: a receive is a
 		 * packet, so each write is one or more of them). */
-		assert_int_equal(cl_read(fd, in, w), 0);
+		assert_int_equal(t_cl_read(fd, in, w), 0);
 		assert_memory_equal(in, out, w);
 	}
 	close(fd);
@@ -376,7 +320,7 @@ struct order_arg {
 static void *order_client(void *arg)
 {
 	struct order_arg *a = arg;
-	int fd = cl_connect(a->port);
+	int fd = t_cl_connect(a->port);
 	uint8_t buf[64];
 	int sent = 0, got = 0;
 
@@ -453,7 +397,7 @@ static void test_greeting(void **state)
 	cfg.handlers.on_open = h_greet;
 	t_watchdog_arm(30, "ring greeting");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	assert_int_equal(cl_recv_pkt(fd, buf, sizeof(buf)), 5);
 	assert_memory_equal(buf, "hello", 5);
 	cl_send_pkt(fd, "ping", 4);
@@ -478,7 +422,7 @@ static void test_protocol_error(void **state)
 	base_config(&cfg, backend_of(state), AO_FRAME_LEN16);
 	t_watchdog_arm(30, "ring protocol error");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	cl_send_pkt(fd, "ok", 2);
 	assert_int_equal(cl_recv_pkt(fd, buf, sizeof(buf)), 2);
 	cl_send_pkt(fd, &bad, 1);
@@ -486,7 +430,7 @@ static void test_protocol_error(void **state)
 	close(fd);
 	WAIT_UNTIL(ld(&t_closes[AO_CLOSE_PROTOCOL]) == 1, 5000);
 	/* Another connection is served as before. */
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	cl_send_pkt(fd, "again", 5);
 	assert_int_equal(cl_recv_pkt(fd, buf, sizeof(buf)), 5);
 	close(fd);
@@ -515,7 +459,7 @@ static void test_local_close(void **state)
 	cfg.handlers.on_packet = h_reply_close;
 	t_watchdog_arm(30, "ring local close");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	cl_send_pkt(fd, "bye", 3);
 	assert_int_equal(cl_recv_pkt(fd, buf, sizeof(buf)), 3);
 	assert_memory_equal(buf, "bye", 3);
@@ -547,7 +491,7 @@ static void test_send_other_thread(void **state)
 	cfg.handlers.on_open = h_keep;
 	t_watchdog_arm(30, "ring send from another thread");
 	srv = start(&cfg);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	WAIT_UNTIL(__atomic_load_n(&t_kept, __ATOMIC_ACQUIRE) != NULL, 5000);
 	c = __atomic_load_n(&t_kept, __ATOMIC_ACQUIRE);
 	b = ao_buf_get(ao_server_pool(srv));
@@ -598,7 +542,7 @@ static void test_slow_reader(void **state)
 	t_watchdog_arm(60, "ring slow reader");
 	srv = start(&cfg);
 	__atomic_store_n(&t_big, 4000, __ATOMIC_RELAXED);
-	fd = cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
 	{
 		int small = 4096;
 
@@ -631,7 +575,7 @@ static void test_stop_open(void **state)
 	t_watchdog_arm(30, "ring stop");
 	srv = start(&cfg);
 	for (int i = 0; i < 8; i++) {
-		fds[i] = cl_connect(ao_server_port(srv));
+		fds[i] = t_cl_connect(ao_server_port(srv));
 		cl_send_pkt(fds[i], "x", 1);
 		assert_int_equal(cl_recv_pkt(fds[i], buf, sizeof(buf)), 1);
 	}
@@ -660,7 +604,7 @@ static void test_rings(void **state)
 	srv = start(&cfg);
 	assert_int_equal(ao_server_rings(srv), 2);
 	for (int i = 0; i < 16; i++)
-		fds[i] = cl_connect(ao_server_port(srv));
+		fds[i] = t_cl_connect(ao_server_port(srv));
 	for (int i = 0; i < 16; i++) {
 		cl_send_pkt(fds[i], "ring", 4);
 		assert_int_equal(cl_recv_pkt(fds[i], buf, sizeof(buf)), 4);
