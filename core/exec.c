@@ -4,8 +4,10 @@
  *
  * Queues
  * ------
- * Both disciplines have one intrusive FIFO, ex->q, guarded by the sync/
- * three-phase lock (no mutex, no condition variable).  Under AO_EXEC_SHARED
+ * Both disciplines have one intrusive FIFO, ex->q: single items go onto
+ * its lock-free inbox (one CAS, no lock: see struct ao_queue), and workers
+ * take them under the sync/ three-phase lock (no mutex, no condition
+ * variable), which the submitters never touch.  Under AO_EXEC_SHARED
  * it is the only queue: every submit appends to it, and a worker takes a
  * small batch at a time (len / (2 * workers) + 1, at most 16) into a
  * private list, so that with many items queued a worker takes the lock
@@ -30,7 +32,9 @@
  * Waking
  * ------
  * An idle worker first searches: it spins for spin_ns (20 us by default)
- * looking for work.  At most half the workers search at once (Go's and
+ * looking for work, the pause between two looks doubling from 8 to 256
+ * pause instructions, so that a worker that keeps running dry does not
+ * pull the inbox's cache line away from the submitter after every push.  At most half the workers search at once (Go's and
  * Tokio's throttle); the others go straight to park.  A spin that ended in
  * a park halves the next one, and one that finds work restores it, so a
  * worker woken for a lone item now and then parks right after it (see
@@ -132,14 +136,29 @@
 #define SPIN_FAILS_MAX 8u
 /* Pause, not yield, for this long at the start of a spin (spin_pause()). */
 #define RELAX_NS 2000u
+/* Pauses between two looks of a spin: from PAUSES_MIN, doubling. */
+#define PAUSES_MIN 8u
+#define PAUSES_MAX 256u
 
-/* An intrusive FIFO under the sync/ lock.  head and len are also read
- * without the lock (READ_ONCE) to peek. */
+/*
+ * An intrusive FIFO in two parts.  Single items submitted from outside the
+ * pool (and, under AO_EXEC_SHARED, by workers) are pushed onto inbox, a
+ * lock-free LIFO list (the kernel's llist: one CAS, newest first), so a
+ * submitter never takes the lock and never waits for a worker that holds
+ * it.  Workers take items from head..tail under the sync/ lock; when that
+ * list is empty, the taker detaches the whole inbox with one exchange and
+ * appends it reversed, oldest first.  So the submitter and the workers
+ * share one cache line per batch a worker detaches, not per item, and the
+ * order stays FIFO: everything in head..tail was pushed before anything in
+ * inbox.  Batches (a ring's overflow) go straight to head..tail under the
+ * lock.  head, len and inbox are also read without the lock to peek.
+ */
 struct ao_queue {
 	struct ao_spinlock lock;
 	struct ao_work *head;
 	struct ao_work *tail;
 	uint64_t len;
+	struct ao_work *inbox __ao_cacheline_aligned;
 };
 
 struct ao_worker {
@@ -159,6 +178,7 @@ struct ao_worker {
 	 * the statistics and by drain. */
 	uint64_t sub; /* items it accepted */
 	uint64_t done; /* items it finished */
+	uint64_t taken; /* items it took from a queue (or a strand) */
 	uint64_t executed, inlined, stolen, overflowed, parks, wakeups;
 	/* Written by thieves. */
 	uint64_t stolen_from __ao_cacheline_aligned;
@@ -223,6 +243,7 @@ static void queue_init(struct ao_queue *q)
 	ao_spin_init(&q->lock);
 	q->head = q->tail = NULL;
 	q->len = 0;
+	q->inbox = NULL;
 }
 
 /* Append the list first..last (n items, last->next == NULL). */
@@ -239,6 +260,53 @@ static void queue_push(struct ao_queue *q, struct ao_work *first,
 	ao_spin_unlock(&q->lock);
 }
 
+/* Push one item onto the inbox; no lock. */
+static inline void queue_push_one(struct ao_queue *q, struct ao_work *work)
+{
+	struct ao_work *first = READ_ONCE(q->inbox);
+
+	/* RELEASE on success: the item (its fields, its next link) is
+	 * written before it is visible; pairs with the ACQUIRE exchange in
+	 * queue_refill().  No ABA: items only ever leave the inbox all at
+	 * once, by exchange, never one by one. */
+	do {
+		work->next = first;
+	} while (!__atomic_compare_exchange_n(&q->inbox, &first, work, true,
+					      __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
+}
+
+static inline bool queue_peek(const struct ao_queue *q)
+{
+	return READ_ONCE(q->head) || READ_ONCE(q->inbox);
+}
+
+/* Under the lock, head..tail empty: move the inbox there, oldest first. */
+static void queue_refill(struct ao_queue *q)
+{
+	struct ao_work *x, *rev = NULL, *last;
+	uint64_t n = 0;
+
+	if (!READ_ONCE(q->inbox))
+		return;
+	/* ACQUIRE: pairs with the RELEASE CAS in queue_push_one(). */
+	x = __atomic_exchange_n(&q->inbox, NULL, __ATOMIC_ACQUIRE);
+	last = x;
+	while (x) {
+		struct ao_work *next = x->next;
+
+		x->next = rev;
+		rev = x;
+		x = next;
+		n++;
+	}
+	if (!rev)
+		return;
+	WRITE_ONCE(q->head, rev);
+	q->tail = last;
+	WRITE_ONCE(q->len, n);
+}
+
 /*
  * Take len / div + 1 items, at most max: return the first, and the others
  * as a NULL-terminated list in *rest (with their count in *nrest).
@@ -250,9 +318,11 @@ static struct ao_work *queue_take(struct ao_queue *q, uint64_t div,
 	struct ao_work *first, *last;
 	uint64_t k;
 
-	if (!READ_ONCE(q->head))
+	if (!queue_peek(q))
 		return NULL;
 	ao_spin_lock(&q->lock);
+	if (!q->head)
+		queue_refill(q);
 	first = q->head;
 	if (!first) {
 		ao_spin_unlock(&q->lock);
@@ -284,7 +354,7 @@ static struct ao_work *queue_take(struct ao_queue *q, uint64_t div,
 /* Is there work any worker could take?  Loads only. */
 static bool work_visible(struct ao_exec *ex)
 {
-	if (READ_ONCE(ex->q.head))
+	if (queue_peek(&ex->q))
 		return true;
 	if (ex->cfg.kind == AO_EXEC_STEAL) {
 		for (unsigned int i = 0; i < ex->nworkers; i++)
@@ -349,14 +419,17 @@ void ao__exec_wake_all(struct ao_exec *ex)
  * shrinking spin avoids), and a short spin catches work handed over within
  * microseconds without a trip through the scheduler.
  */
-static inline void spin_pause(const struct ao_exec *ex, bool may_yield)
+static inline void spin_pause(const struct ao_exec *ex, bool may_yield,
+			      unsigned int *pauses)
 {
 	if (may_yield && ex->oversub) {
 		sched_yield();
 		return;
 	}
-	for (int i = 0; i < 8; i++)
+	for (unsigned int i = 0; i < *pauses; i++)
 		cpu_relax();
+	if (*pauses < PAUSES_MAX)
+		*pauses *= 2;
 }
 
 /* ---- the bound ---- */
@@ -392,6 +465,7 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 	for (;;) {
 		uint32_t key;
 		uint64_t end, relax_end, now;
+		unsigned int pauses = PAUSES_MIN;
 
 		if (room_try(ex))
 			return 0;
@@ -403,7 +477,7 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 		relax_end = ao_cycles() + ex->relax_cycles;
 		while (LOAD(ex->queued) >= ex->capacity &&
 		       !LOAD(ex->stopping) && (now = ao_cycles()) < end)
-			spin_pause(ex, now >= relax_end);
+			spin_pause(ex, now >= relax_end, &pauses);
 		if (room_try(ex))
 			return 0;
 		/* Sleep until half the capacity is free (or shutdown), not
@@ -453,6 +527,7 @@ static inline void item_started(struct ao_worker *w)
 {
 	struct ao_exec *ex = w->ex;
 
+	OWN_INC(w->taken);
 	if (!ex->capacity)
 		return;
 	if (++w->credit >= ex->credit_batch)
@@ -716,6 +791,7 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 	notify_drainers(ex);
 	for (;;) {
 		uint64_t budget, now, relax_end, end;
+		unsigned int pauses = PAUSES_MIN;
 		int r;
 
 		if (!w->searching && 2 * LOAD(ex->nsearching) < ex->nworkers)
@@ -752,7 +828,7 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 					return x;
 				}
 			}
-			spin_pause(ex, now >= relax_end);
+			spin_pause(ex, now >= relax_end, &pauses);
 			now = ao_cycles();
 		} while (now < end && !LOAD(ex->exiting));
 		if (w->spin_fails < SPIN_FAILS_MAX)
@@ -832,8 +908,7 @@ static void push_local(struct ao_worker *w, struct ao_work *work)
 	unsigned int n;
 
 	if (ex->cfg.kind == AO_EXEC_SHARED) {
-		work->next = NULL;
-		queue_push(&ex->q, work, work, 1);
+		queue_push_one(&ex->q, work);
 		return;
 	}
 	if (likely(ao_deque_push(&w->dq, work)))
@@ -848,8 +923,7 @@ static void push_local(struct ao_worker *w, struct ao_work *work)
 		if (ao_deque_push(&w->dq, work))
 			return;
 	}
-	work->next = NULL;
-	queue_push(&ex->q, work, work, 1);
+	queue_push_one(&ex->q, work);
 	OWN_INC(w->overflowed);
 }
 
@@ -970,8 +1044,7 @@ static int submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
 	ext_enter(ex);
 	r = accept_external(ex, blocking);
 	if (!r) {
-		work->next = NULL;
-		queue_push(&ex->q, work, work, 1);
+		queue_push_one(&ex->q, work);
 		exec_notify(ex);
 	}
 	ext_leave(ex);
@@ -1034,8 +1107,7 @@ void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *work)
 	ext_enter(ex);
 	/* SEQ_CST: as in accept_external(). */
 	__atomic_fetch_add(&ex->ext_sub, 1, __ATOMIC_SEQ_CST);
-	work->next = NULL;
-	queue_push(&ex->q, work, work, 1);
+	queue_push_one(&ex->q, work);
 	exec_notify(ex);
 	ext_leave(ex);
 }
@@ -1297,7 +1369,7 @@ int ao_exec_worker_stats(const struct ao_exec *ex, unsigned int i,
 
 int ao_exec_stats(const struct ao_exec *ex, struct ao_exec_stats *st)
 {
-	uint64_t sub = 0;
+	uint64_t sub = 0, taken = 0;
 
 	if (!ex || !st)
 		return -EINVAL;
@@ -1312,14 +1384,20 @@ int ao_exec_stats(const struct ao_exec *ex, struct ao_exec_stats *st)
 		st->overflowed += ws.overflowed;
 		st->parks += ws.parks;
 		st->wakeups += ws.wakeups;
-		st->queued += ws.depth;
-		sub += LOAD(ex->workers[i].sub);
+		taken += LOAD(ex->workers[i].taken);
 	}
+	/* Submitted counts after started ones (an item is counted
+	 * submitted before it can start), so the snapshot is rarely below
+	 * zero; it is clamped for when it is. */
+	for (unsigned int i = 0; i < ex->nworkers; i++)
+		sub += LOAD(ex->workers[i].sub);
 	st->submitted =
 		sub + LOAD(ex->ext_sub) - LOAD(ex->ext_refused) + st->inlined;
 	st->rejected = LOAD(ex->rejected);
 	st->notifies = LOAD(ex->notifies);
-	st->queued += READ_ONCE(ex->q.len);
+	/* Accepted, not started: rings, the queue and its inbox. */
+	st->queued = sub + LOAD(ex->ext_sub) - LOAD(ex->ext_refused);
+	st->queued = st->queued > taken ? st->queued - taken : 0;
 	st->workers = ex->nworkers;
 	return 0;
 }
