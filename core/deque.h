@@ -60,7 +60,9 @@ static inline int64_t ao_deque_size(struct ao_deque *d)
 }
 
 /* Owner: push at the bottom; false if the ring is full. */
-static inline bool ao_deque_push(struct ao_deque *d, struct ao_work *w)
+/* Owner: push w; the size before the push (as the owner saw it), or -1 if
+ * the ring is full. */
+static inline int64_t ao_deque_push_size(struct ao_deque *d, struct ao_work *w)
 {
 	int64_t b = __atomic_load_n(&d->bottom, __ATOMIC_RELAXED);
 	/* ACQUIRE: pairs with the SEQ_CST CAS of a thief that advanced top,
@@ -68,14 +70,19 @@ static inline bool ao_deque_push(struct ao_deque *d, struct ao_work *w)
 	int64_t t = __atomic_load_n(&d->top, __ATOMIC_ACQUIRE);
 
 	if (unlikely(b - t >= AO_DEQUE_SIZE))
-		return false;
+		return -1;
 	__atomic_store_n(&d->slot[b & AO_DEQUE_MASK], w, __ATOMIC_RELAXED);
 	/* RELEASE: publishes the slot and the item's contents; pairs with
 	 * the ACQUIRE load of bottom in ao_deque_steal().  The paper has a
 	 * release fence and a relaxed store: the same on every target, and
 	 * visible to ThreadSanitizer, which does not model fences. */
 	__atomic_store_n(&d->bottom, b + 1, __ATOMIC_RELEASE);
-	return true;
+	return b - t;
+}
+
+static inline bool ao_deque_push(struct ao_deque *d, struct ao_work *w)
+{
+	return ao_deque_push_size(d, w) >= 0;
 }
 
 /* Owner: pop the newest item (LIFO), or NULL. */

@@ -260,8 +260,8 @@ static void queue_push(struct ao_queue *q, struct ao_work *first,
 	ao_spin_unlock(&q->lock);
 }
 
-/* Push one item onto the inbox; no lock. */
-static inline void queue_push_one(struct ao_queue *q, struct ao_work *work)
+/* Push one item onto the inbox; no lock.  True if the inbox was empty. */
+static inline bool queue_push_one(struct ao_queue *q, struct ao_work *work)
 {
 	struct ao_work *first = READ_ONCE(q->inbox);
 
@@ -274,6 +274,7 @@ static inline void queue_push_one(struct ao_queue *q, struct ao_work *work)
 	} while (!__atomic_compare_exchange_n(&q->inbox, &first, work, true,
 					      __ATOMIC_RELEASE,
 					      __ATOMIC_RELAXED));
+	return !first;
 }
 
 static inline bool queue_peek(const struct ao_queue *q)
@@ -901,18 +902,20 @@ static void *worker_main(void *arg)
 
 /* ---- submitting ---- */
 
-static void push_local(struct ao_worker *w, struct ao_work *work)
+/* Queue a worker's submission; true if the queue it went to was empty
+ * (see submit()). */
+static bool push_local(struct ao_worker *w, struct ao_work *work)
 {
 	struct ao_exec *ex = w->ex;
 	struct ao_work *first, *last;
 	unsigned int n;
+	int64_t size;
 
-	if (ex->cfg.kind == AO_EXEC_SHARED) {
-		queue_push_one(&ex->q, work);
-		return;
-	}
-	if (likely(ao_deque_push(&w->dq, work)))
-		return;
+	if (ex->cfg.kind == AO_EXEC_SHARED)
+		return queue_push_one(&ex->q, work);
+	size = ao_deque_push_size(&w->dq, work);
+	if (likely(size >= 0))
+		return size == 0;
 	/* Full ring: the older half goes to the injector for the others,
 	 * the new item stays here where its data is warm. */
 	n = ao_deque_take_half(&w->dq, &first, &last);
@@ -921,10 +924,11 @@ static void push_local(struct ao_worker *w, struct ao_work *work)
 		__atomic_store_n(&w->overflowed, w->overflowed + n,
 				 __ATOMIC_RELAXED);
 		if (ao_deque_push(&w->dq, work))
-			return;
+			return true;
 	}
 	queue_push_one(&ex->q, work);
 	OWN_INC(w->overflowed);
+	return true;
 }
 
 /*
@@ -1037,16 +1041,24 @@ static int submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
 			w->depth--;
 			return 0;
 		}
-		push_local(w, work);
-		exec_notify(ex);
+		/* Only a push onto an empty queue needs a notify.  Whoever
+		 * made the queue non-empty did one, which left some worker
+		 * awake (woken, searching, or all of them busy), and an
+		 * awake worker re-checks every queue before it parks, so
+		 * while the queue stays non-empty one of them is bound to
+		 * come to it and take this item too (the inbox is taken
+		 * whole; a ring is stolen from or popped).  A stale size
+		 * that hides an emptied queue is no hole either: whoever
+		 * emptied it is awake.  This spares a producer that keeps
+		 * a queue fed the fence and, above all, the futex wakes. */
+		if (push_local(w, work))
+			exec_notify(ex);
 		return 0;
 	}
 	ext_enter(ex);
 	r = accept_external(ex, blocking);
-	if (!r) {
-		queue_push_one(&ex->q, work);
-		exec_notify(ex);
-	}
+	if (!r && queue_push_one(&ex->q, work))
+		exec_notify(ex); /* on an empty inbox only: see above */
 	ext_leave(ex);
 	return r;
 }
