@@ -151,7 +151,13 @@
  * share one cache line per batch a worker detaches, not per item, and the
  * order stays FIFO: everything in head..tail was pushed before anything in
  * inbox.  Batches (a ring's overflow) go straight to head..tail under the
- * lock.  head, len and inbox are also read without the lock to peek.
+ * lock.  Peeking reads head and inbox_set, never inbox: a worker looking
+ * for work would otherwise pull the inbox's line from the submitter after
+ * every push.  inbox_set is set by the push that finds the inbox empty and
+ * cleared by the worker that detaches it, so the submitter writes it once
+ * per batch; it is set whenever the inbox holds items, except between a
+ * push onto an empty inbox and the notify that follows (exec_notify()
+ * covers that window) and while a worker detaches what it holds.
  */
 struct ao_queue {
 	struct ao_spinlock lock;
@@ -159,6 +165,7 @@ struct ao_queue {
 	struct ao_work *tail;
 	uint64_t len;
 	struct ao_work *inbox __ao_cacheline_aligned;
+	uint32_t inbox_set __ao_cacheline_aligned;
 };
 
 struct ao_worker {
@@ -244,6 +251,7 @@ static void queue_init(struct ao_queue *q)
 	q->head = q->tail = NULL;
 	q->len = 0;
 	q->inbox = NULL;
+	q->inbox_set = 0;
 }
 
 /* Append the list first..last (n items, last->next == NULL). */
@@ -265,21 +273,27 @@ static inline bool queue_push_one(struct ao_queue *q, struct ao_work *work)
 {
 	struct ao_work *first = READ_ONCE(q->inbox);
 
-	/* RELEASE on success: the item (its fields, its next link) is
-	 * written before it is visible; pairs with the ACQUIRE exchange in
-	 * queue_refill().  No ABA: items only ever leave the inbox all at
-	 * once, by exchange, never one by one. */
+	/* ACQ_REL on success.  RELEASE: the item (its fields, its next
+	 * link) is written before it is visible; pairs with the exchange in
+	 * queue_refill().  ACQUIRE: pairs with that exchange's release, so
+	 * its clear of inbox_set comes before our set below.  No ABA: items
+	 * only ever leave the inbox all at once, never one by one. */
 	do {
 		work->next = first;
 	} while (!__atomic_compare_exchange_n(&q->inbox, &first, work, true,
-					      __ATOMIC_RELEASE,
+					      __ATOMIC_ACQ_REL,
 					      __ATOMIC_RELAXED));
-	return !first;
+	if (first)
+		return false;
+	/* Relaxed: the caller's exec_notify() fence orders it before its
+	 * loads of the wake state, as it does the push. */
+	__atomic_store_n(&q->inbox_set, 1, __ATOMIC_RELAXED);
+	return true;
 }
 
 static inline bool queue_peek(const struct ao_queue *q)
 {
-	return READ_ONCE(q->head) || READ_ONCE(q->inbox);
+	return READ_ONCE(q->head) || READ_ONCE(q->inbox_set);
 }
 
 /* Under the lock, head..tail empty: move the inbox there, oldest first. */
@@ -288,10 +302,14 @@ static void queue_refill(struct ao_queue *q)
 	struct ao_work *x, *rev = NULL, *last;
 	uint64_t n = 0;
 
-	if (!READ_ONCE(q->inbox))
+	if (!READ_ONCE(q->inbox_set))
 		return;
-	/* ACQUIRE: pairs with the RELEASE CAS in queue_push_one(). */
-	x = __atomic_exchange_n(&q->inbox, NULL, __ATOMIC_ACQUIRE);
+	/* Cleared before the exchange (whose release orders it first), so
+	 * a push that finds the inbox empty after it sets it again. */
+	__atomic_store_n(&q->inbox_set, 0, __ATOMIC_RELAXED);
+	/* ACQ_REL: the acquire pairs with the RELEASE of the CAS in
+	 * queue_push_one(), the release with its ACQUIRE. */
+	x = __atomic_exchange_n(&q->inbox, NULL, __ATOMIC_ACQ_REL);
 	last = x;
 	while (x) {
 		struct ao_work *next = x->next;
