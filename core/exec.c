@@ -45,9 +45,10 @@
  * in the kernel and burns no CPU; nothing in it polls on a timer.  A submit
  * publishes its item and then, after a SEQ_CST fence, wakes one sleeper
  * only if (a) some worker is prepared to sleep, (b) no worker is
- * searching, and (c) no wake is already on its way (wake_pending).  When
- * every worker is busy the cost is the fence and three loads; no system
- * call.  A woken worker counts itself as searching and clears
+ * searching, and (c) no wake is already on its way (wake_pending); a
+ * submit onto a queue that already held items skips all of it (why that
+ * loses nothing: submit()).  When every worker is busy the cost is the
+ * fence and three loads; no system call.  A woken worker counts itself as searching and clears
  * wake_pending, so later submits can wake a second sleeper only once the
  * first is up and looking.  When the last searcher finds work it wakes
  * another sleeper if more work is visible (Go's resetspinning), so a burst

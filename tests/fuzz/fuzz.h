@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifndef FUZZ_CHECK
 #define FUZZ_CHECK(cond)                                                       \
@@ -59,6 +60,31 @@ static inline uint64_t fuzz_take(const uint8_t **p, size_t *len, size_t n)
 	for (size_t i = 0; i < n && *len; i++, (*p)++, (*len)--)
 		v |= (uint64_t) * *p << (8 * i);
 	return v;
+}
+
+/*
+ * A command line from the input: argv[0] = arg0, then the input split at
+ * its NUL bytes, at most max arguments, NULL-terminated (argv has room for
+ * max + 2).  Returns argc; *buf, the NUL-terminated copy the arguments
+ * point into, is the caller's to free.
+ */
+static inline int fuzz_argv(const uint8_t *data, size_t size, char *arg0,
+			    char **argv, int max, char **buf)
+{
+	int argc = 0;
+
+	*buf = malloc(size + 1);
+	FUZZ_CHECK(*buf);
+	memcpy(*buf, data, size);
+	(*buf)[size] = '\0';
+	argv[argc++] = arg0;
+	for (size_t i = 0; i < size && argc <= max; i++) {
+		argv[argc++] = *buf + i;
+		while (i < size && (*buf)[i])
+			i++;
+	}
+	argv[argc] = NULL;
+	return argc;
 }
 
 #endif /* AORTA_TESTS_FUZZ_H */

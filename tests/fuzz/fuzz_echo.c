@@ -66,20 +66,8 @@ static int fuzz_echo(const uint8_t *data, size_t size)
 {
 	static char arg0[] = "ao-echo";
 	char *buf, *argv[ECHO_MAX_ARGS + 2];
-	int argc = 0;
-	size_t i;
+	int argc = fuzz_argv(data, size, arg0, argv, ECHO_MAX_ARGS, &buf);
 
-	buf = malloc(size + 1);
-	FUZZ_CHECK(buf);
-	memcpy(buf, data, size);
-	buf[size] = '\0';
-	argv[argc++] = arg0;
-	for (i = 0; i < size && argc <= ECHO_MAX_ARGS; i++) {
-		argv[argc++] = buf + i;
-		while (i < size && buf[i])
-			i++;
-	}
-	argv[argc] = NULL;
 	fuzz_echo_parse(argc, argv);
 	free(buf);
 	return 0;

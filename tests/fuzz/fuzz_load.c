@@ -207,20 +207,8 @@ static int fuzz_load_args(const uint8_t *data, size_t size)
 {
 	static char arg0[] = "ao-load";
 	char *buf, *argv[LOAD_MAX_ARGS + 2];
-	int argc = 0;
-	size_t i;
+	int argc = fuzz_argv(data, size, arg0, argv, LOAD_MAX_ARGS, &buf);
 
-	buf = malloc(size + 1);
-	FUZZ_CHECK(buf);
-	memcpy(buf, data, size);
-	buf[size] = '\0';
-	argv[argc++] = arg0;
-	for (i = 0; i < size && argc <= LOAD_MAX_ARGS; i++) {
-		argv[argc++] = buf + i;
-		while (i < size && buf[i])
-			i++;
-	}
-	argv[argc] = NULL;
 	fuzz_load_parse(argc, argv);
 	free(buf);
 	return 0;

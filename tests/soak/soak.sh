@@ -187,6 +187,17 @@ left() {
 	echo "$l"
 }
 
+# misb_for NAME TAG SECONDS ARGS...: one ao-misbehave run (log NAME-TAG)
+# for SECONDS, or what is left of the soak if less; false once none is.
+misb_for() {
+	mf_name=$1
+	mf_tag=$2
+	d=$(left "$3")
+	shift 3
+	[ "$d" -gt 0 ] || return 1
+	misb "$mf_name" "$mf_name-$mf_tag" "$@" --duration="${d}s"
+}
+
 # churn_loop NAME FRAMING: churn clients all the time.
 churn_loop() {
 	while d=$(left 10) && [ "$d" -gt 0 ]; do
@@ -199,34 +210,20 @@ churn_loop() {
 fault_loop() {
 	f=--framing=$2
 	while :; do
-		d=$(left 5)
-		[ "$d" -gt 0 ] || break
-		misb "$1" "$1-truncate" --mode=truncate "$f" \
-			--connections=50 --count=500 --duration="${d}s"
-		d=$(left 5)
-		[ "$d" -gt 0 ] || break
-		misb "$1" "$1-reset" --mode=reset "$f" --connections=100 \
-			--count=500 --duration="${d}s"
-		d=$(left 5)
-		[ "$d" -gt 0 ] || break
+		misb_for "$1" truncate 5 --mode=truncate "$f" \
+			--connections=50 --count=500 || break
+		misb_for "$1" reset 5 --mode=reset "$f" --connections=100 \
+			--count=500 || break
 		# Past --max-conns (1000) with the 16 of ao-load open.
-		misb "$1" "$1-flood" --mode=flood "$f" --connections=1100 \
-			--hold=1s --duration="${d}s"
-		d=$(left 6)
-		[ "$d" -gt 0 ] || break
+		misb_for "$1" flood 5 --mode=flood "$f" --connections=1100 \
+			--hold=1s || break
 		# A byte every 3 s: closed by the 2 s idle timeout.
-		misb "$1" "$1-slowloris" --mode=slowloris "$f" \
-			--connections=20 --size=64 --interval=3s \
-			--duration="${d}s"
-		d=$(left 5)
-		[ "$d" -gt 0 ] || break
-		misb "$1" "$1-noread" --mode=noread "$f" --connections=4 \
-			--bytes=32M --duration="${d}s"
-		d=$(left 5)
-		[ "$d" -gt 0 ] || break
-		misb "$1" "$1-noread-paced" --mode=noread "$f" \
-			--connections=20 --interval=10ms --chunk=64 \
-			--duration="${d}s"
+		misb_for "$1" slowloris 6 --mode=slowloris "$f" \
+			--connections=20 --size=64 --interval=3s || break
+		misb_for "$1" noread 5 --mode=noread "$f" --connections=4 \
+			--bytes=32M || break
+		misb_for "$1" noread-paced 5 --mode=noread "$f" \
+			--connections=20 --interval=10ms --chunk=64 || break
 	done
 }
 
