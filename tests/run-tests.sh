@@ -2,11 +2,14 @@
 # SPDX-License-Identifier: MIT
 # Run every CMocka runner given, each under a time limit; print each
 # runner's output as it goes, then each runner's CMocka summary again at the
-# end, and a last "N passed, N failed" line.  Exit non-zero if any failed.
+# end, then what went wrong in each runner that failed (its failed tests and
+# the last lines of its output, so that a CI log's tail names the culprit),
+# and a last "N passed, N failed" line.  Exit non-zero if any failed.
 limit=${AO_TEST_TIMEOUT:-600}
 pass=0
 fail=0
 summary=""
+failures=""
 for t in "$@"; do
 	log="$t.log"
 	echo "  TEST    $t"
@@ -29,9 +32,16 @@ $t: exit status $rc (crash or timeout)"
 	summary="$summary
 $t:
 $(grep -E '^\[ *(=+|PASSED|FAILED|SKIPPED) *\]' "$log" | tail -n 4)"
+	if [ "$rc" -ne 0 ]; then
+		failures="$failures
+FAILED: $t (exit status $rc), failed tests and last lines:
+$(grep -E '^\[  (ERROR|FAILED) +\]' "$log" | head -n 6)
+$(tail -n 8 "$log")"
+	fi
 done
 echo
 echo "Summary of the CMocka runners:$summary"
 echo
+[ -z "$failures" ] || printf '%s\n\n' "$failures"
 echo "check: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
