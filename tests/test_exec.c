@@ -782,6 +782,8 @@ static void *dr_thread(void *arg)
 	int id = (int)(intptr_t)arg;
 	int n = (int)t_scaled(2000, 200);
 
+	if (n > 2000)
+		n = 2000; /* the size of dr_items (AO_TEST_SCALE > 1) */
 	for (int i = 0; i < n; i++) {
 		ao_work_init(&dr_items[id][i].work, cnt_fn);
 		dr_items[id][i].ran = &dr_ran[id][i];
