@@ -216,7 +216,7 @@ struct ao_exec {
 
 	/* External submitters' counters. */
 	uint64_t ext_sub __ao_cacheline_aligned;
-	uint64_t ext_inside; /* external calls in progress (see destroy) */
+	uint64_t ext_left; /* external calls that have returned (destroy) */
 	uint64_t ext_refused;
 	uint64_t rejected;
 	uint64_t notifies;
@@ -286,9 +286,12 @@ static inline bool queue_push_one(struct ao_queue *q, struct ao_work *work)
 					      __ATOMIC_RELAXED));
 	if (first)
 		return false;
-	/* Relaxed: the caller's exec_notify() fence orders it before its
-	 * loads of the wake state, as it does the push. */
-	__atomic_store_n(&q->inbox_set, 1, __ATOMIC_RELAXED);
+	/* RELEASE: pairs with the ACQUIRE load in queue_refill(), so a
+	 * worker that sees the flag set has our CAS ordered before its
+	 * exchange, which then takes our item (on x86 both are plain moves).
+	 * The caller's exec_notify() fence orders it before its loads of the
+	 * wake state, as it does the push. */
+	__atomic_store_n(&q->inbox_set, 1, __ATOMIC_RELEASE);
 	return true;
 }
 
@@ -303,7 +306,12 @@ static void queue_refill(struct ao_queue *q)
 	struct ao_work *x, *rev = NULL, *last;
 	uint64_t n = 0;
 
-	if (!READ_ONCE(q->inbox_set))
+	/* ACQUIRE: pairs with the RELEASE store in queue_push_one().  Were
+	 * it relaxed, our exchange could precede that push's CAS, find the
+	 * inbox empty, and our clear below would hide the item that CAS
+	 * then adds (every later push would find the inbox non-empty and
+	 * leave the flag clear). */
+	if (!__atomic_load_n(&q->inbox_set, __ATOMIC_ACQUIRE))
 		return;
 	/* Cleared before the exchange (whose release orders it first), so
 	 * a push that finds the inbox empty after it sets it again. */
@@ -953,20 +961,18 @@ static bool push_local(struct ao_worker *w, struct ao_work *work)
 /*
  * An external call may still be touching ex (a notify after its push, a
  * refusal's notify of the drainers) when its item has already run or its
- * refusal has let drain finish; destroy waits for ext_inside to fall to
- * zero before it frees.  SEQ_CST: the entry is ordered before the call's
- * counting RMW, which destroy's drain observes before it reads ext_inside;
- * the RELEASE of the leave orders every access to ex before it.
+ * refusal has let drain finish, so destroy must not free ex under it.  The
+ * call's counting RMW on ext_sub (accept_external(), or
+ * ao__exec_push_forced()) is its entry, and ext_leave() counts it out:
+ * destroy waits until ext_left equals ext_sub.  That is one RMW per call
+ * where an in-progress counter would take two.
  */
-static inline void ext_enter(struct ao_exec *ex)
-{
-	__atomic_fetch_add(&ex->ext_inside, 1, __ATOMIC_SEQ_CST);
-}
-
 static inline void ext_leave(struct ao_exec *ex)
 {
-	/* The last access to ex of this call. */
-	__atomic_fetch_sub(&ex->ext_inside, 1, __ATOMIC_RELEASE);
+	/* The last access to ex of this call.  RELEASE: every access
+	 * before it comes first; pairs with the ACQUIRE load in
+	 * ao_exec_destroy(). */
+	__atomic_fetch_add(&ex->ext_left, 1, __ATOMIC_RELEASE);
 }
 
 static void refuse_external(struct ao_exec *ex)
@@ -1074,8 +1080,7 @@ static int submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
 			exec_notify(ex);
 		return 0;
 	}
-	ext_enter(ex);
-	r = accept_external(ex, blocking);
+	r = accept_external(ex, blocking); /* counts the call in */
 	if (!r && queue_push_one(&ex->q, work))
 		exec_notify(ex); /* on an empty inbox only: see above */
 	ext_leave(ex);
@@ -1117,8 +1122,7 @@ int ao__exec_reserve(struct ao_exec *ex, bool blocking)
 		r = accept_worker(w, blocking, false);
 		return r < 0 ? r : 0;
 	}
-	ext_enter(ex);
-	r = accept_external(ex, blocking);
+	r = accept_external(ex, blocking); /* counts the call in */
 	ext_leave(ex);
 	return r;
 }
@@ -1135,8 +1139,7 @@ void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *work)
 		exec_notify(ex);
 		return;
 	}
-	ext_enter(ex);
-	/* SEQ_CST: as in accept_external(). */
+	/* SEQ_CST: as in accept_external(); counts the call in too. */
 	__atomic_fetch_add(&ex->ext_sub, 1, __ATOMIC_SEQ_CST);
 	queue_push_one(&ex->q, work);
 	exec_notify(ex);
@@ -1208,9 +1211,9 @@ int ao_exec_drain(struct ao_exec *ex)
 		return -EINVAL;
 	if (worker_of(ex))
 		return -EDEADLK;
-	/* A drain may still be leaving when a destroy's own drain returns. */
-	ext_enter(ex);
-	/* SEQ_CST RMW: pairs with the fence in notify_drainers(). */
+	/* SEQ_CST RMW: pairs with the fence in notify_drainers().  It also
+	 * counts this call in for destroy, which waits for drainers to fall
+	 * to zero: a drain may still be leaving when destroy's own returns. */
 	__atomic_fetch_add(&ex->drainers, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
 		uint32_t key = ao_ec_prepare(&ex->drain_ec);
@@ -1221,8 +1224,9 @@ int ao_exec_drain(struct ao_exec *ex)
 		}
 		ao_ec_wait(&ex->drain_ec, key, -1);
 	}
-	__atomic_fetch_sub(&ex->drainers, 1, __ATOMIC_RELAXED);
-	ext_leave(ex);
+	/* The last access to ex.  RELEASE: pairs with the ACQUIRE load in
+	 * ao_exec_destroy(). */
+	__atomic_fetch_sub(&ex->drainers, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -1266,12 +1270,21 @@ int ao_exec_destroy(struct ao_exec *ex)
 		return -EDEADLK;
 	ao_exec_shutdown(ex);
 	ao_exec_drain(ex);
-	/* A submitter refused at shutdown may still be on its way out (see
-	 * ext_enter()); it has nothing left to wait for, so this is a few
-	 * instructions unless it was preempted.  ACQUIRE pairs with the
-	 * RELEASE in ext_leave(). */
-	while (__atomic_load_n(&ex->ext_inside, __ATOMIC_ACQUIRE))
+	/* A submitter refused at shutdown, or another drain, may still be on
+	 * its way out (see ext_leave()); it has nothing left to wait for, so
+	 * this is a few instructions unless it was preempted. */
+	for (;;) {
+		/* ACQUIRE: pairs with the RELEASE in ext_leave(): a call
+		 * counted here has made its ext_sub RMW before, so left is
+		 * read first, and equal counts mean every call counted in
+		 * has left.  Likewise for drainers. */
+		uint64_t left = __atomic_load_n(&ex->ext_left, __ATOMIC_ACQUIRE);
+
+		if (left == __atomic_load_n(&ex->ext_sub, __ATOMIC_SEQ_CST) &&
+		    !__atomic_load_n(&ex->drainers, __ATOMIC_ACQUIRE))
+			break;
 		sched_yield();
+	}
 	exec_stop_workers(ex);
 	exec_free(ex);
 	return 0;
