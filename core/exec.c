@@ -1278,7 +1278,8 @@ int ao_exec_destroy(struct ao_exec *ex)
 		 * counted here has made its ext_sub RMW before, so left is
 		 * read first, and equal counts mean every call counted in
 		 * has left.  Likewise for drainers. */
-		uint64_t left = __atomic_load_n(&ex->ext_left, __ATOMIC_ACQUIRE);
+		uint64_t left =
+			__atomic_load_n(&ex->ext_left, __ATOMIC_ACQUIRE);
 
 		if (left == __atomic_load_n(&ex->ext_sub, __ATOMIC_SEQ_CST) &&
 		    !__atomic_load_n(&ex->drainers, __ATOMIC_ACQUIRE))
