@@ -71,8 +71,11 @@
  *
  * Bound and backpressure
  * ----------------------
- * With capacity > 0, ex->queued counts items accepted but not started.  A
- * submit reserves a slot (CAS below the bound).  A worker keeps the slots
+ * With capacity > 0, the low half of ex->ext_word counts the slots taken:
+ * items accepted but not started, and slots workers hold.  A submit
+ * reserves a slot (CAS below the bound); from outside the pool the same
+ * CAS counts the call in (the word's high half, see "Drain"), so a bounded
+ * submit costs no more atomic operations than an unbounded one.  A worker keeps the slots
  * of the items it starts as credit, uses them for its own submits first
  * (taking spares a batch at a time when it has none), and gives them back
  * in batches (capacity / (8 * workers), 1 to AO_EXEC_CREDIT_MAX), and all
@@ -97,7 +100,8 @@
  * Every accepted item is counted once as submitted and once as finished,
  * in per-worker counters (only their worker writes them, so the hot path
  * has no shared counter) plus two shared ones for external submitters
- * (ext_sub, and ext_refused for the refusals, which count as finished).
+ * (the high half of ext_word, and ext_refused for the refusals, which
+ * count as finished).
  * An item is counted submitted before it can be counted finished, so a
  * reader that sums all the finished counters first and then all the
  * submitted ones gets finished <= submitted, with equality only if at some
@@ -177,7 +181,7 @@ struct ao_worker {
 	uint32_t tick;
 	uint32_t depth; /* inline runs in progress */
 	uint32_t spin_fails; /* idle spins in a row that found nothing */
-	int64_t credit; /* started items not yet given back to queued */
+	int64_t credit; /* slots held, not yet given back (room_give()) */
 	unsigned int id;
 	bool searching;
 	bool started;
@@ -214,16 +218,21 @@ struct ao_exec {
 	uint32_t wake_pending;
 	struct ao_eventcount idle_ec;
 
-	/* External submitters' counters. */
-	uint64_t ext_sub __ao_cacheline_aligned;
+	/*
+	 * External calls counted in (high 32 bits, modulo 2^32) and, with
+	 * capacity > 0, the slots taken (low 32 bits, see "Bound"): one
+	 * word, so that a bounded external submit counts itself in and
+	 * takes its slot with one CAS.  ext_left counts the calls out, in
+	 * 64 bits; the calls in progress, ext_word's count minus ext_left
+	 * modulo 2^32, are far fewer than 2^32 (ext_entries()).
+	 */
+	uint64_t ext_word __ao_cacheline_aligned;
 	uint64_t ext_left; /* external calls that have returned (destroy) */
-	uint64_t ext_refused;
+	struct ao_eventcount room_ec;
+
+	uint64_t ext_refused __ao_cacheline_aligned;
 	uint64_t rejected;
 	uint64_t notifies;
-
-	/* The bound. */
-	int64_t queued __ao_cacheline_aligned;
-	struct ao_eventcount room_ec;
 
 	/* Drainers. */
 	uint32_t drainers __ao_cacheline_aligned;
@@ -235,6 +244,21 @@ static __thread struct ao_worker *cur_worker
 	__attribute__((tls_model("initial-exec")));
 
 #define OWN_INC(f) __atomic_store_n(&(f), (f) + 1, __ATOMIC_RELAXED)
+
+/* ext_word: one external call counted in; the slots taken. */
+#define EXT_ONE (1ull << 32)
+static inline int64_t queued_of(uint64_t word)
+{
+	return (int64_t)(uint32_t)word;
+}
+
+/* External calls counted in, in 64 bits, from ext_left read first and
+ * ext_word read after it: the calls in progress at the second read are
+ * (word's count - left) modulo 2^32, as calls leave after they enter. */
+static inline uint64_t ext_entries(uint64_t left, uint64_t word)
+{
+	return left + (uint32_t)((uint32_t)(word >> 32) - (uint32_t)left);
+}
 #define LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 
 static inline struct ao_worker *worker_of(const struct ao_exec *ex)
@@ -462,23 +486,37 @@ static inline void spin_pause(const struct ao_exec *ex, bool may_yield,
 
 /* ---- the bound ---- */
 
-/* Take a capacity slot if one is free. */
 /* Take up to want capacity slots; how many were free. */
 static int64_t room_take(struct ao_exec *ex, int64_t want)
 {
 	/* SEQ_CST: pairs with the SEQ_CST prepare in room_wait() and the
-	 * fence in flush_credit()'s notify (see there). */
-	int64_t v = __atomic_load_n(&ex->queued, __ATOMIC_SEQ_CST);
+	 * fence in room_give()'s notify (see there). */
+	uint64_t v = __atomic_load_n(&ex->ext_word, __ATOMIC_SEQ_CST);
 
-	while (v < ex->capacity) {
-		int64_t n = ex->capacity - v < want ? ex->capacity - v : want;
+	while (queued_of(v) < ex->capacity) {
+		int64_t n = ex->capacity - queued_of(v);
 
-		if (__atomic_compare_exchange_n(&ex->queued, &v, v + n, true,
-						__ATOMIC_SEQ_CST,
-						__ATOMIC_SEQ_CST))
+		if (n > want)
+			n = want;
+		if (__atomic_compare_exchange_n(
+			    &ex->ext_word, &v, v + (uint64_t)n, true,
+			    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 			return n;
 	}
 	return 0;
+}
+
+/* Give n slots back (never more than were taken: the low half of
+ * ext_word cannot borrow from the count above it). */
+static void room_give(struct ao_exec *ex, int64_t n)
+{
+	/* SEQ_CST RMW, then the fence in ao_ec_notify_all(): pairs with
+	 * room_wait()'s prepare and re-check. */
+	uint64_t v = __atomic_sub_fetch(&ex->ext_word, (uint64_t)n,
+					__ATOMIC_SEQ_CST);
+
+	if (queued_of(v) <= ex->room_wake)
+		ao_ec_notify_all(&ex->room_ec);
 }
 
 /* Take one capacity slot if one is free. */
@@ -503,7 +541,7 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 		 * before paying two system calls to sleep and be woken. */
 		end = ao_cycles() + ex->spin_cycles;
 		relax_end = ao_cycles() + ex->relax_cycles;
-		while (LOAD(ex->queued) >= ex->capacity &&
+		while (queued_of(LOAD(ex->ext_word)) >= ex->capacity &&
 		       !LOAD(ex->stopping) && (now = ao_cycles()) < end)
 			spin_pause(ex, now >= relax_end, &pauses);
 		if (room_try(ex))
@@ -518,7 +556,8 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 			ao_ec_cancel(&ex->room_ec);
 			return -ESHUTDOWN;
 		}
-		if (__atomic_load_n(&ex->queued, __ATOMIC_SEQ_CST) <=
+		if (queued_of(
+			    __atomic_load_n(&ex->ext_word, __ATOMIC_SEQ_CST)) <=
 		    ex->room_wake) {
 			ao_ec_cancel(&ex->room_ec);
 			continue;
@@ -530,17 +569,10 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 /* Give the slots of started items back. */
 static void flush_credit(struct ao_worker *w)
 {
-	struct ao_exec *ex = w->ex;
-	int64_t v;
-
 	if (!w->credit)
 		return;
-	/* SEQ_CST RMW, then the fence in ao_ec_has_waiters(): pairs with
-	 * room_wait()'s prepare and re-check. */
-	v = __atomic_sub_fetch(&ex->queued, w->credit, __ATOMIC_SEQ_CST);
+	room_give(w->ex, w->credit);
 	w->credit = 0;
-	if (v <= ex->room_wake)
-		ao_ec_notify_all(&ex->room_ec);
 }
 
 /*
@@ -962,9 +994,9 @@ static bool push_local(struct ao_worker *w, struct ao_work *work)
  * An external call may still be touching ex (a notify after its push, a
  * refusal's notify of the drainers) when its item has already run or its
  * refusal has let drain finish, so destroy must not free ex under it.  The
- * call's counting RMW on ext_sub (accept_external(), or
+ * call's counting RMW on ext_word (accept_external(), or
  * ao__exec_push_forced()) is its entry, and ext_leave() counts it out:
- * destroy waits until ext_left equals ext_sub.  That is one RMW per call
+ * destroy waits until the two counts are equal.  That is one RMW per call
  * where an in-progress counter would take two.
  */
 static inline void ext_leave(struct ao_exec *ex)
@@ -986,18 +1018,41 @@ static void refuse_external(struct ao_exec *ex)
 /* Count an external submission in; 0, or why it is refused. */
 static int accept_external(struct ao_exec *ex, bool blocking)
 {
+	uint64_t v;
 	int r;
 
-	/* SEQ_CST RMW before the SEQ_CST load of stopping: pairs with the
-	 * SEQ_CST store in ao_exec_shutdown() and the loads in
-	 * exec_quiescent(): either we see stopping, or destroy sees us
-	 * counted and waits for the item. */
-	__atomic_fetch_add(&ex->ext_sub, 1, __ATOMIC_SEQ_CST);
+	/*
+	 * The counting RMW (SEQ_CST) comes before the SEQ_CST load of
+	 * stopping: pairs with the SEQ_CST store in ao_exec_shutdown() and
+	 * the loads in exec_quiescent(): either we see stopping, or destroy
+	 * sees us counted and waits for the item.  Bounded and not full,
+	 * the same CAS takes the slot: one RMW, as unbounded.
+	 */
+	if (!ex->capacity) {
+		__atomic_fetch_add(&ex->ext_word, EXT_ONE, __ATOMIC_SEQ_CST);
+		r = 0;
+	} else {
+		/* Relaxed: only the CAS's guess; the CAS is SEQ_CST. */
+		v = __atomic_load_n(&ex->ext_word, __ATOMIC_RELAXED);
+		do {
+			if (queued_of(v) >= ex->capacity) {
+				__atomic_fetch_add(&ex->ext_word, EXT_ONE,
+						   __ATOMIC_SEQ_CST);
+				r = 1; /* counted in, no slot yet */
+				break;
+			}
+			r = 0;
+		} while (!__atomic_compare_exchange_n(
+			&ex->ext_word, &v, v + EXT_ONE + 1, true,
+			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+	}
 	if (__atomic_load_n(&ex->stopping, __ATOMIC_SEQ_CST)) {
+		if (ex->capacity && !r)
+			room_give(ex, 1);
 		refuse_external(ex);
 		return -ESHUTDOWN;
 	}
-	if (ex->capacity) {
+	if (r) {
 		r = room_wait(ex, blocking);
 		if (r) {
 			refuse_external(ex);
@@ -1039,7 +1094,7 @@ static int accept_worker(struct ao_worker *w, bool blocking, bool can_inline)
 			if (can_inline && w->depth < AO_EXEC_INLINE_MAX)
 				return ACCEPT_INLINE;
 			/* Too deep to run inline: exceed the bound. */
-			__atomic_fetch_add(&ex->queued, 1, __ATOMIC_SEQ_CST);
+			__atomic_fetch_add(&ex->ext_word, 1, __ATOMIC_SEQ_CST);
 		}
 	}
 	OWN_INC(w->sub);
@@ -1130,17 +1185,19 @@ int ao__exec_reserve(struct ao_exec *ex, bool blocking)
 void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *work)
 {
 	struct ao_worker *w = worker_of(ex);
+	uint64_t slot = ex->capacity ? 1 : 0; /* beyond the bound */
 
-	if (ex->capacity)
-		__atomic_fetch_add(&ex->queued, 1, __ATOMIC_SEQ_CST);
 	if (w) {
+		if (slot)
+			__atomic_fetch_add(&ex->ext_word, slot,
+					   __ATOMIC_SEQ_CST);
 		OWN_INC(w->sub);
 		push_local(w, work);
 		exec_notify(ex);
 		return;
 	}
 	/* SEQ_CST: as in accept_external(); counts the call in too. */
-	__atomic_fetch_add(&ex->ext_sub, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&ex->ext_word, EXT_ONE + slot, __ATOMIC_SEQ_CST);
 	queue_push_one(&ex->q, work);
 	exec_notify(ex);
 	ext_leave(ex);
@@ -1190,16 +1247,19 @@ bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
 /* Has everything counted in finished, at some instant during the call? */
 static bool exec_quiescent(struct ao_exec *ex)
 {
-	uint64_t done, sub;
+	uint64_t done, sub, left;
 
 	/* Finished counts first, then submitted (see "Drain" above).  The
 	 * ACQUIREs pair with the RELEASE stores of done in run_item() and
-	 * ao__exec_finished(); the SEQ_CST loads with the SEQ_CST RMWs in
-	 * accept_external() and refuse_external(). */
+	 * ao__exec_finished() (and of ext_left in ext_leave(), which is read
+	 * before ext_word for ext_entries()); the SEQ_CST loads with the
+	 * SEQ_CST RMWs in accept_external() and refuse_external(). */
 	done = __atomic_load_n(&ex->ext_refused, __ATOMIC_SEQ_CST);
 	for (unsigned int i = 0; i < ex->nworkers; i++)
 		done += __atomic_load_n(&ex->workers[i].done, __ATOMIC_ACQUIRE);
-	sub = __atomic_load_n(&ex->ext_sub, __ATOMIC_SEQ_CST);
+	left = __atomic_load_n(&ex->ext_left, __ATOMIC_ACQUIRE);
+	sub = ext_entries(left,
+			  __atomic_load_n(&ex->ext_word, __ATOMIC_SEQ_CST));
 	for (unsigned int i = 0; i < ex->nworkers; i++)
 		sub += __atomic_load_n(&ex->workers[i].sub, __ATOMIC_ACQUIRE);
 	return done == sub;
@@ -1275,13 +1335,15 @@ int ao_exec_destroy(struct ao_exec *ex)
 	 * this is a few instructions unless it was preempted. */
 	for (;;) {
 		/* ACQUIRE: pairs with the RELEASE in ext_leave(): a call
-		 * counted here has made its ext_sub RMW before, so left is
+		 * counted here has made its ext_word RMW before, so left is
 		 * read first, and equal counts mean every call counted in
 		 * has left.  Likewise for drainers. */
 		uint64_t left =
 			__atomic_load_n(&ex->ext_left, __ATOMIC_ACQUIRE);
 
-		if (left == __atomic_load_n(&ex->ext_sub, __ATOMIC_SEQ_CST) &&
+		if (left == ext_entries(left,
+					__atomic_load_n(&ex->ext_word,
+							__ATOMIC_SEQ_CST)) &&
 		    !__atomic_load_n(&ex->drainers, __ATOMIC_ACQUIRE))
 			break;
 		sched_yield();
@@ -1306,7 +1368,7 @@ int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
 	if ((cfg->kind != AO_EXEC_SHARED && cfg->kind != AO_EXEC_STEAL) ||
 	    (cfg->policy != AO_EXEC_BLOCK && cfg->policy != AO_EXEC_FAIL) ||
 	    cfg->workers > AO_EXEC_MAX_WORKERS ||
-	    cfg->capacity > (size_t)INT64_MAX / 2)
+	    cfg->capacity > AO_EXEC_CAPACITY_MAX)
 		return -EINVAL;
 	if (posix_memalign(&mem, AO_CACHELINE_SIZE, sizeof(*ex)))
 		return -ENOMEM;
@@ -1414,7 +1476,7 @@ int ao_exec_worker_stats(const struct ao_exec *ex, unsigned int i,
 
 int ao_exec_stats(const struct ao_exec *ex, struct ao_exec_stats *st)
 {
-	uint64_t sub = 0, taken = 0;
+	uint64_t sub = 0, taken = 0, ext;
 
 	if (!ex || !st)
 		return -EINVAL;
@@ -1436,12 +1498,13 @@ int ao_exec_stats(const struct ao_exec *ex, struct ao_exec_stats *st)
 	 * zero; it is clamped for when it is. */
 	for (unsigned int i = 0; i < ex->nworkers; i++)
 		sub += LOAD(ex->workers[i].sub);
-	st->submitted =
-		sub + LOAD(ex->ext_sub) - LOAD(ex->ext_refused) + st->inlined;
+	ext = LOAD(ex->ext_left);
+	ext = ext_entries(ext, LOAD(ex->ext_word)) - LOAD(ex->ext_refused);
+	st->submitted = sub + ext + st->inlined;
 	st->rejected = LOAD(ex->rejected);
 	st->notifies = LOAD(ex->notifies);
 	/* Accepted, not started: rings, the queue and its inbox. */
-	st->queued = sub + LOAD(ex->ext_sub) - LOAD(ex->ext_refused);
+	st->queued = sub + ext;
 	st->queued = st->queued > taken ? st->queued - taken : 0;
 	st->workers = ex->nworkers;
 	return 0;

@@ -50,6 +50,28 @@ static void test_create_args(void **state)
 	cfg.policy = AO_EXEC_FAIL;
 	cfg.workers = AO_EXEC_MAX_WORKERS + 1;
 	assert_int_equal(ao_exec_create(&cfg, &ex), -EINVAL);
+	cfg.workers = 1;
+	cfg.capacity = AO_EXEC_CAPACITY_MAX + 1;
+	assert_int_equal(ao_exec_create(&cfg, &ex), -EINVAL);
+	assert_null(ex);
+	/* The largest capacity works: a try_submit fits, stats count it. */
+	cfg.capacity = AO_EXEC_CAPACITY_MAX;
+	assert_int_equal(ao_exec_create(&cfg, &ex), 0);
+	{
+		struct cnt c;
+		int ran = 0;
+		struct ao_exec_stats st;
+
+		ao_work_init(&c.work, cnt_fn);
+		c.ran = &ran;
+		assert_int_equal(ao_exec_try_submit(ex, &c.work), 0);
+		assert_int_equal(ao_exec_drain(ex), 0);
+		assert_int_equal(ran, 1);
+		assert_int_equal(ao_exec_stats(ex, &st), 0);
+		assert_int_equal(st.submitted, 1);
+		assert_int_equal(st.queued, 0);
+	}
+	assert_int_equal(ao_exec_destroy(ex), 0);
 	assert_int_equal(ao_exec_destroy(NULL), -EINVAL);
 	assert_int_equal(ao_exec_drain(NULL), -EINVAL);
 	assert_int_equal(ao_exec_submit(NULL, NULL), -EINVAL);

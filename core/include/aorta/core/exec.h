@@ -62,13 +62,17 @@ enum ao_exec_policy {
  * many (capacity / (8 * workers) at least 1), so while they are busy a
  * bounded executor may refuse up to an eighth of its capacity early. */
 #define AO_EXEC_CREDIT_MAX 32
+/* The largest capacity: slots are counted in 32 bits (core/exec.c),
+ * with room above it for the items a pool may queue beyond its bound. */
+#define AO_EXEC_CAPACITY_MAX ((size_t)1 << 30)
 /* Default idle spin before a worker parks, in nanoseconds. */
 #define AO_EXEC_DEFAULT_SPIN_NS 20000u
 
 struct ao_exec_config {
 	enum ao_exec_kind kind; /* queue discipline */
 	unsigned int workers; /* 0: ao_cpu_count() */
-	size_t capacity; /* most items queued but not started; 0: no bound */
+	size_t capacity; /* most items queued, not started; 0: no bound;
+			  * at most AO_EXEC_CAPACITY_MAX */
 	enum ao_exec_policy policy; /* when full: block or fail */
 	const char *name; /* thread name prefix; NULL: "ao-w" */
 	bool pin; /* pin worker i to the i-th CPU of the affinity mask */
