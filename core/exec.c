@@ -71,11 +71,15 @@
  *
  * Bound and backpressure
  * ----------------------
- * With capacity > 0, the low half of ex->ext_word counts the slots taken:
- * items accepted but not started, and slots workers hold.  A submit
- * reserves a slot (CAS below the bound); from outside the pool the same
- * CAS counts the call in (the word's high half, see "Drain"), so a bounded
- * submit costs no more atomic operations than an unbounded one.  A worker keeps the slots
+ * With capacity > 0, the slots in use are the items accepted but not
+ * started and the slots workers hold; the free ones are a budget, the low
+ * half of ex->ext_word, plus what workers gave back (room_freed) since the
+ * last taker that found the budget empty folded it in (room_fold()).  A
+ * submit takes a slot from the budget by CAS; from outside the pool the
+ * same CAS counts the call in (the word's high half, see "Drain"), so a
+ * bounded submit costs no more atomic operations than an unbounded one,
+ * and give-backs land on another line, so the producer's CAS does not
+ * miss after each of them.  A worker keeps the slots
  * of the items it starts as credit, uses them for its own submits first
  * (taking spares a batch at a time when it has none), and gives them back
  * in batches (capacity / (8 * workers), 1 to AO_EXEC_CREDIT_MAX), and all
@@ -220,14 +224,21 @@ struct ao_exec {
 
 	/*
 	 * External calls counted in (high 32 bits, modulo 2^32) and, with
-	 * capacity > 0, the slots taken (low 32 bits, see "Bound"): one
-	 * word, so that a bounded external submit counts itself in and
-	 * takes its slot with one CAS.  ext_left counts the calls out, in
-	 * 64 bits; the calls in progress, ext_word's count minus ext_left
-	 * modulo 2^32, are far fewer than 2^32 (ext_entries()).
+	 * capacity > 0, the bound's budget of free slots (low 32 bits, see
+	 * "Bound"): one word, so that a bounded external submit counts
+	 * itself in and takes its slot with one CAS.  ext_left counts the
+	 * calls out, in 64 bits; the calls in progress, ext_word's count
+	 * minus ext_left modulo 2^32, are far fewer than 2^32
+	 * (ext_entries()).
 	 */
 	uint64_t ext_word __ao_cacheline_aligned;
 	uint64_t ext_left; /* external calls that have returned (destroy) */
+
+	/* Slots given back by workers, and how many of those have been
+	 * moved into ext_word's budget (room_fold()); a line of their own,
+	 * so that give-backs do not take the submitters' line away. */
+	int64_t room_freed __ao_cacheline_aligned;
+	int64_t room_folded;
 	struct ao_eventcount room_ec;
 
 	uint64_t ext_refused __ao_cacheline_aligned;
@@ -245,9 +256,9 @@ static __thread struct ao_worker *cur_worker
 
 #define OWN_INC(f) __atomic_store_n(&(f), (f) + 1, __ATOMIC_RELAXED)
 
-/* ext_word: one external call counted in; the slots taken. */
+/* ext_word: one external call counted in; the budget of free slots. */
 #define EXT_ONE (1ull << 32)
-static inline int64_t queued_of(uint64_t word)
+static inline int64_t budget_of(uint64_t word)
 {
 	return (int64_t)(uint32_t)word;
 }
@@ -486,37 +497,100 @@ static inline void spin_pause(const struct ao_exec *ex, bool may_yield,
 
 /* ---- the bound ---- */
 
-/* Take up to want capacity slots; how many were free. */
-static int64_t room_take(struct ao_exec *ex, int64_t want)
+/*
+ * Slots are taken from the budget in ext_word, by CAS, and given back to
+ * room_freed, by RMW on another line; the taker that finds the budget
+ * empty folds what was given back into it.  Free slots are
+ * budget + room_freed - room_folded, which is what the bound counts (and
+ * never more than capacity).  So a producer's CAS finds its line where it
+ * left it, and pays one miss per fold (about once per capacity minus
+ * queued items), not one per give-back.
+ */
+
+/* Move the slots given back since the last fold into the budget; false if
+ * there were none (true if another taker folded them meanwhile). */
+static bool room_fold(struct ao_exec *ex)
 {
-	/* SEQ_CST: pairs with the SEQ_CST prepare in room_wait() and the
-	 * fence in room_give()'s notify (see there). */
-	uint64_t v = __atomic_load_n(&ex->ext_word, __ATOMIC_SEQ_CST);
+	/* SEQ_CST, as every access to the bound's counters: they pair with
+	 * each other and with room_wait()'s prepare (see there). */
+	int64_t s = __atomic_load_n(&ex->room_folded, __ATOMIC_SEQ_CST);
+	int64_t f = __atomic_load_n(&ex->room_freed, __ATOMIC_SEQ_CST);
 
-	while (queued_of(v) < ex->capacity) {
-		int64_t n = ex->capacity - queued_of(v);
+	if (f <= s)
+		return false;
+	/* room_folded only grows, so no ABA; the winner adds f - s. */
+	if (!__atomic_compare_exchange_n(&ex->room_folded, &s, f, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return true;
+	__atomic_fetch_add(&ex->ext_word, (uint64_t)(f - s), __ATOMIC_SEQ_CST);
+	/* A waiter that read room_folded after our CAS and the budget
+	 * before our add saw the slots nowhere: wake it (the fence in
+	 * ao_ec_has_waiters() pairs with its prepare). */
+	ao_ec_notify_all(&ex->room_ec);
+	return true;
+}
 
+/* Take up to want capacity slots; how many were free.  With count, also
+ * count an external call in with the same CAS (only when a slot is
+ * taken). */
+static int64_t room_take_count(struct ao_exec *ex, int64_t want, bool count)
+{
+	/* Relaxed: only the CAS's guess; the CAS is SEQ_CST. */
+	uint64_t v = __atomic_load_n(&ex->ext_word, __ATOMIC_RELAXED);
+
+	for (;;) {
+		int64_t n = budget_of(v);
+
+		if (!n) {
+			if (!room_fold(ex))
+				return 0;
+			v = __atomic_load_n(&ex->ext_word, __ATOMIC_RELAXED);
+			continue;
+		}
 		if (n > want)
 			n = want;
 		if (__atomic_compare_exchange_n(
-			    &ex->ext_word, &v, v + (uint64_t)n, true,
-			    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			    &ex->ext_word, &v,
+			    v - (uint64_t)n + (count ? EXT_ONE : 0), true,
+			    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
 			return n;
 	}
-	return 0;
 }
 
-/* Give n slots back (never more than were taken: the low half of
- * ext_word cannot borrow from the count above it). */
+static int64_t room_take(struct ao_exec *ex, int64_t want)
+{
+	return room_take_count(ex, want, false);
+}
+
+/* Free slots now (see above); clamped at 0, as borrowed slots
+ * (room_borrow()) may make it negative. */
+static int64_t room_free(struct ao_exec *ex)
+{
+	int64_t f = __atomic_load_n(&ex->room_folded, __ATOMIC_SEQ_CST);
+
+	f = __atomic_load_n(&ex->room_freed, __ATOMIC_SEQ_CST) - f;
+	f += budget_of(__atomic_load_n(&ex->ext_word, __ATOMIC_SEQ_CST));
+	return f > 0 ? f : 0;
+}
+
+/* Give n slots back. */
 static void room_give(struct ao_exec *ex, int64_t n)
 {
-	/* SEQ_CST RMW, then the fence in ao_ec_notify_all(): pairs with
-	 * room_wait()'s prepare and re-check. */
-	uint64_t v = __atomic_sub_fetch(&ex->ext_word, (uint64_t)n,
-					__ATOMIC_SEQ_CST);
-
-	if (queued_of(v) <= ex->room_wake)
+	/* SEQ_CST RMW, then the fence in ao_ec_has_waiters(): pairs with
+	 * room_wait()'s prepare and re-check.  A blocked submitter waits
+	 * for half the capacity (room_wake), so most give-backs wake
+	 * nobody and read nothing more. */
+	__atomic_fetch_add(&ex->room_freed, n, __ATOMIC_SEQ_CST);
+	if (ao_ec_has_waiters(&ex->room_ec) &&
+	    room_free(ex) >= ex->capacity - ex->room_wake)
 		ao_ec_notify_all(&ex->room_ec);
+}
+
+/* Queue one item beyond the bound: a slot owed, paid back when the item
+ * starts and its slot is given back like any other. */
+static void room_borrow(struct ao_exec *ex)
+{
+	__atomic_fetch_sub(&ex->room_freed, 1, __ATOMIC_SEQ_CST);
 }
 
 /* Take one capacity slot if one is free. */
@@ -541,8 +615,8 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 		 * before paying two system calls to sleep and be woken. */
 		end = ao_cycles() + ex->spin_cycles;
 		relax_end = ao_cycles() + ex->relax_cycles;
-		while (queued_of(LOAD(ex->ext_word)) >= ex->capacity &&
-		       !LOAD(ex->stopping) && (now = ao_cycles()) < end)
+		while (!room_free(ex) && !LOAD(ex->stopping) &&
+		       (now = ao_cycles()) < end)
 			spin_pause(ex, now >= relax_end, &pauses);
 		if (room_try(ex))
 			return 0;
@@ -556,9 +630,7 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 			ao_ec_cancel(&ex->room_ec);
 			return -ESHUTDOWN;
 		}
-		if (queued_of(
-			    __atomic_load_n(&ex->ext_word, __ATOMIC_SEQ_CST)) <=
-		    ex->room_wake) {
+		if (room_free(ex) >= ex->capacity - ex->room_wake) {
 			ao_ec_cancel(&ex->room_ec);
 			continue;
 		}
@@ -1018,7 +1090,6 @@ static void refuse_external(struct ao_exec *ex)
 /* Count an external submission in; 0, or why it is refused. */
 static int accept_external(struct ao_exec *ex, bool blocking)
 {
-	uint64_t v;
 	int r;
 
 	/*
@@ -1028,23 +1099,13 @@ static int accept_external(struct ao_exec *ex, bool blocking)
 	 * sees us counted and waits for the item.  Bounded and not full,
 	 * the same CAS takes the slot: one RMW, as unbounded.
 	 */
+	r = 0;
 	if (!ex->capacity) {
 		__atomic_fetch_add(&ex->ext_word, EXT_ONE, __ATOMIC_SEQ_CST);
-		r = 0;
-	} else {
-		/* Relaxed: only the CAS's guess; the CAS is SEQ_CST. */
-		v = __atomic_load_n(&ex->ext_word, __ATOMIC_RELAXED);
-		do {
-			if (queued_of(v) >= ex->capacity) {
-				__atomic_fetch_add(&ex->ext_word, EXT_ONE,
-						   __ATOMIC_SEQ_CST);
-				r = 1; /* counted in, no slot yet */
-				break;
-			}
-			r = 0;
-		} while (!__atomic_compare_exchange_n(
-			&ex->ext_word, &v, v + EXT_ONE + 1, true,
-			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+	} else if (!room_take_count(ex, 1, true)) {
+		/* Full: counted in without a slot, then wait for one. */
+		__atomic_fetch_add(&ex->ext_word, EXT_ONE, __ATOMIC_SEQ_CST);
+		r = 1;
 	}
 	if (__atomic_load_n(&ex->stopping, __ATOMIC_SEQ_CST)) {
 		if (ex->capacity && !r)
@@ -1094,7 +1155,7 @@ static int accept_worker(struct ao_worker *w, bool blocking, bool can_inline)
 			if (can_inline && w->depth < AO_EXEC_INLINE_MAX)
 				return ACCEPT_INLINE;
 			/* Too deep to run inline: exceed the bound. */
-			__atomic_fetch_add(&ex->ext_word, 1, __ATOMIC_SEQ_CST);
+			room_borrow(ex);
 		}
 	}
 	OWN_INC(w->sub);
@@ -1185,19 +1246,18 @@ int ao__exec_reserve(struct ao_exec *ex, bool blocking)
 void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *work)
 {
 	struct ao_worker *w = worker_of(ex);
-	uint64_t slot = ex->capacity ? 1 : 0; /* beyond the bound */
 
+	/* Beyond the bound (see the strands): a slot borrowed. */
+	if (ex->capacity)
+		room_borrow(ex);
 	if (w) {
-		if (slot)
-			__atomic_fetch_add(&ex->ext_word, slot,
-					   __ATOMIC_SEQ_CST);
 		OWN_INC(w->sub);
 		push_local(w, work);
 		exec_notify(ex);
 		return;
 	}
-	/* SEQ_CST: as in accept_external(); counts the call in too. */
-	__atomic_fetch_add(&ex->ext_word, EXT_ONE + slot, __ATOMIC_SEQ_CST);
+	/* SEQ_CST: as in accept_external(); counts the call in. */
+	__atomic_fetch_add(&ex->ext_word, EXT_ONE, __ATOMIC_SEQ_CST);
 	queue_push_one(&ex->q, work);
 	exec_notify(ex);
 	ext_leave(ex);
@@ -1386,6 +1446,7 @@ int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
 	ex->relax_cycles = ao_ns_to_cycles(RELAX_NS);
 	ex->capacity = (int64_t)cfg->capacity;
 	ex->room_wake = ex->capacity / 2;
+	ex->ext_word = (uint64_t)ex->capacity; /* the whole budget */
 	ex->credit_batch = ex->capacity / (8 * (int64_t)ex->nworkers);
 	if (ex->credit_batch < 1)
 		ex->credit_batch = 1;
