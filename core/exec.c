@@ -1033,22 +1033,15 @@ static void *worker_main(void *arg)
 
 /* ---- submitting ---- */
 
-/* Queue a worker's submission; true if the queue it went to was empty
- * (see submit()). */
-static bool push_local(struct ao_worker *w, struct ao_work *work)
+/* A full ring: the older half goes to the injector for the others, the
+ * new item stays here where its data is warm.  Out of line: rare. */
+static __attribute__((noinline)) bool push_overflow(struct ao_worker *w,
+						    struct ao_work *work)
 {
 	struct ao_exec *ex = w->ex;
 	struct ao_work *first, *last;
 	unsigned int n;
-	int64_t size;
 
-	if (ex->cfg.kind == AO_EXEC_SHARED)
-		return queue_push_one(&ex->q, work);
-	size = ao_deque_push_size(&w->dq, work);
-	if (likely(size >= 0))
-		return size == 0;
-	/* Full ring: the older half goes to the injector for the others,
-	 * the new item stays here where its data is warm. */
 	n = ao_deque_take_half(&w->dq, &first, &last);
 	if (n) {
 		queue_push(&ex->q, first, last, n);
@@ -1060,6 +1053,20 @@ static bool push_local(struct ao_worker *w, struct ao_work *work)
 	queue_push_one(&ex->q, work);
 	OWN_INC(w->overflowed);
 	return true;
+}
+
+/* Queue a worker's submission; true if the queue it went to was empty
+ * (see submit()). */
+static inline bool push_local(struct ao_worker *w, struct ao_work *work)
+{
+	int64_t size;
+
+	if (w->ex->cfg.kind == AO_EXEC_SHARED)
+		return queue_push_one(&w->ex->q, work);
+	size = ao_deque_push_size(&w->dq, work);
+	if (likely(size >= 0))
+		return size == 0;
+	return push_overflow(w, work);
 }
 
 /*
@@ -1171,6 +1178,17 @@ static int submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
 		return -EINVAL;
 	w = worker_of(ex);
 	if (w) {
+		/* The common case inline (accept_worker() has it all):
+		 * not stopping, and unbounded or holding a slot. */
+		if (likely(!LOAD(ex->stopping) &&
+			   (!ex->capacity || w->credit > 0))) {
+			if (ex->capacity)
+				w->credit--;
+			OWN_INC(w->sub); /* before the push (see run_item()) */
+			if (push_local(w, work))
+				exec_notify(ex); /* see below */
+			return 0;
+		}
 		r = accept_worker(w, blocking, true);
 		if (r < 0)
 			return r;
