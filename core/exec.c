@@ -1169,7 +1169,8 @@ static int accept_worker(struct ao_worker *w, bool blocking, bool can_inline)
 	return ACCEPT_QUEUE;
 }
 
-static int submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
+static inline __attribute__((always_inline)) int
+submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
 {
 	struct ao_worker *w;
 	int r;
