@@ -652,6 +652,84 @@ static void test_worker_submit_full_no_deadlock(void **state)
 	run_nested_full(AO_EXEC_STEAL, 2, 0);
 }
 
+/*
+ * Deeper than AO_EXEC_INLINE_MAX: a chain of items, each submitting the
+ * next into a full pool from its worker (1 worker, capacity 1, the slot
+ * held by a filler the head submits first).  The first AO_EXEC_INLINE_MAX
+ * run inline, nested; the next is queued beyond the bound (a borrowed
+ * slot), and so on.  Every item runs once, and afterwards the bound is
+ * exact again: every borrowed slot was paid back, none twice.
+ */
+#define CHAIN_LEN ((int)(3 * AO_EXEC_INLINE_MAX + 7))
+
+static struct cnt chain_filler;
+static int chain_filler_ran, chain_ran[CHAIN_LEN];
+static struct ao_work chain_items[CHAIN_LEN];
+
+static void chain_fn(struct ao_work *w)
+{
+	long i = w - chain_items;
+	struct ao_exec *ex = ao_exec_current();
+
+	chain_ran[i]++;
+	if (i == 0) {
+		ao_work_init(&chain_filler.work, cnt_fn);
+		chain_filler.ran = &chain_filler_ran;
+		assert_int_equal(ao_exec_submit(ex, &chain_filler.work), 0);
+	}
+	if (i + 1 < CHAIN_LEN) {
+		ao_work_init(&chain_items[i + 1], chain_fn);
+		assert_int_equal(ao_exec_submit(ex, &chain_items[i + 1]), 0);
+	}
+}
+
+static void run_chain_beyond_inline(enum ao_exec_kind kind)
+{
+	struct ao_exec *ex = t_exec_create(kind, 1, 1, AO_EXEC_BLOCK);
+	struct ao_exec_stats st;
+	struct gate g;
+	struct cnt c[2];
+	int ran[2] = { 0 };
+
+	memset(chain_ran, 0, sizeof(chain_ran));
+	chain_filler_ran = 0;
+	t_watchdog_arm(30, "a chain deeper than the inline bound");
+	ao_work_init(&chain_items[0], chain_fn);
+	assert_int_equal(ao_exec_submit(ex, &chain_items[0]), 0);
+	assert_int_equal(ao_exec_drain(ex), 0);
+	for (int i = 0; i < CHAIN_LEN; i++)
+		assert_int_equal(chain_ran[i], 1);
+	assert_int_equal(chain_filler_ran, 1);
+	assert_int_equal(ao_exec_stats(ex, &st), 0);
+	assert_true(st.inlined >= AO_EXEC_INLINE_MAX);
+	assert_int_equal(st.executed, CHAIN_LEN + 1);
+	assert_int_equal(st.queued, 0);
+	/* The bound is exact again: with the worker held by a gate, one
+	 * item fits and the next is refused. */
+	gate_init(&g, NULL);
+	assert_int_equal(ao_exec_submit(ex, &g.work), 0);
+	gate_wait_entered(&g);
+	for (int i = 0; i < 2; i++) {
+		ao_work_init(&c[i].work, cnt_fn);
+		c[i].ran = &ran[i];
+	}
+	assert_int_equal(ao_exec_try_submit(ex, &c[0].work), 0);
+	assert_int_equal(ao_exec_try_submit(ex, &c[1].work), -EAGAIN);
+	gate_open(&g);
+	assert_int_equal(ao_exec_drain(ex), 0);
+	t_watchdog_disarm();
+	assert_int_equal(ran[0], 1);
+	assert_int_equal(ran[1], 0);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+}
+
+static void test_inline_depth_bound(void **state)
+{
+	(void)state;
+	run_chain_beyond_inline(AO_EXEC_SHARED);
+	run_chain_beyond_inline(AO_EXEC_STEAL);
+}
+
 /* ---- shutdown: refused, never lost ---- */
 
 struct late {
@@ -1136,6 +1214,7 @@ int main(void)
 		cmocka_unit_test(test_run_one),
 		cmocka_unit_test(test_spawn_overflow),
 		cmocka_unit_test(test_worker_submit_full_no_deadlock),
+		cmocka_unit_test(test_inline_depth_bound),
 		cmocka_unit_test(test_xo_shared_unbounded),
 		cmocka_unit_test(test_xo_shared_bounded_block),
 		cmocka_unit_test(test_xo_shared_bounded_fail),
