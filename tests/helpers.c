@@ -46,6 +46,48 @@ struct ao_exec *t_exec_create(enum ao_exec_kind kind, unsigned int workers,
 }
 
 static const char *wd_what;
+static struct ao_exec *wd_exec;
+
+/* The watched executor's counters, so that a CI log shows whether a hang
+ * left items queued with the workers asleep (a lost wake-up) or everything
+ * run (a drain that missed its notify).  Only counter loads and a
+ * formatted write: good enough for a process about to abort. */
+static void wd_dump_exec(struct ao_exec *ex)
+{
+	struct ao_exec_stats st;
+	struct ao_exec_worker_stats ws;
+	char b[256];
+	int n;
+
+	if (ao_exec_stats(ex, &st))
+		return;
+	n = snprintf(b, sizeof(b),
+		     "watchdog: executor: submitted %llu executed %llu queued "
+		     "%llu rejected %llu notifies %llu parks %llu wakeups "
+		     "%llu\n",
+		     (unsigned long long)st.submitted,
+		     (unsigned long long)st.executed,
+		     (unsigned long long)st.queued,
+		     (unsigned long long)st.rejected,
+		     (unsigned long long)st.notifies,
+		     (unsigned long long)st.parks,
+		     (unsigned long long)st.wakeups);
+	if (n > 0 && write(2, b, (size_t)n) < 0)
+		return;
+	for (unsigned int i = 0; i < st.workers; i++) {
+		if (ao_exec_worker_stats(ex, i, &ws))
+			return;
+		n = snprintf(b, sizeof(b),
+			     "watchdog:   worker %u: executed %llu parks %llu "
+			     "wakeups %llu ring %llu\n",
+			     i, (unsigned long long)ws.executed,
+			     (unsigned long long)ws.parks,
+			     (unsigned long long)ws.wakeups,
+			     (unsigned long long)ws.depth);
+		if (n > 0 && write(2, b, (size_t)n) < 0)
+			return;
+	}
+}
 
 static void wd_fire(int sig)
 {
@@ -55,7 +97,14 @@ static void wd_fire(int sig)
 	if (write(2, msg, sizeof(msg) - 1) < 0 ||
 	    write(2, wd_what, strlen(wd_what)) < 0 || write(2, "\n", 1) < 0)
 		_exit(3);
+	if (wd_exec)
+		wd_dump_exec(wd_exec);
 	abort();
+}
+
+void t_watchdog_watch(struct ao_exec *ex)
+{
+	wd_exec = ex;
 }
 
 void t_watchdog_arm(unsigned int seconds, const char *what)
@@ -68,6 +117,7 @@ void t_watchdog_arm(unsigned int seconds, const char *what)
 void t_watchdog_disarm(void)
 {
 	alarm(0);
+	wd_exec = NULL;
 }
 
 uint64_t t_now_ns(void)

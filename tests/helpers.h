@@ -23,6 +23,9 @@ void t_run_threads(int n, void *(*fn)(void *), void *base, size_t stride);
  */
 void t_watchdog_arm(unsigned int seconds, const char *what);
 void t_watchdog_disarm(void);
+/* If the watchdog fires, also print ex's statistics (NULL: none); the
+ * disarm forgets it.  Call with NULL before destroying ex. */
+void t_watchdog_watch(struct ao_exec *ex);
 
 /* Create an executor with these settings (the rest default); asserts. */
 struct ao_exec *t_exec_create(enum ao_exec_kind kind, unsigned int workers,

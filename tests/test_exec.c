@@ -300,6 +300,7 @@ static void run_exactly_once(enum ao_exec_kind kind, unsigned int workers,
 	for (int i = 0; i < c.producers; i++)
 		prods[i] = (struct xo_prod){ &c, i };
 	t_watchdog_arm(120, "exactly-once stress");
+	t_watchdog_watch(c.ex);
 	t_run_threads(c.producers, xo_producer, prods, sizeof(prods[0]));
 	assert_int_equal(ao_exec_drain(c.ex), 0);
 	t_watchdog_disarm();
@@ -406,6 +407,7 @@ static void run_spawn_many(enum ao_exec_kind kind, unsigned int workers)
 	s.kids = kids;
 	s.n = n;
 	t_watchdog_arm(60, "spawn many");
+	t_watchdog_watch(ex);
 	assert_int_equal(ao_exec_submit(ex, &s.work), 0);
 	assert_int_equal(ao_exec_drain(ex), 0);
 	t_watchdog_disarm();
@@ -629,6 +631,7 @@ static void run_nested_full(enum ao_exec_kind kind, unsigned int workers,
 	ao_work_init(&tree_pool[0].work, tree_fn);
 	tree_pool[0].depth = depth;
 	t_watchdog_arm(60, "nested submits into a full pool");
+	t_watchdog_watch(ex);
 	assert_int_equal(ao_exec_submit(ex, &tree_pool[0].work), 0);
 	assert_int_equal(ao_exec_drain(ex), 0);
 	t_watchdog_disarm();
@@ -989,6 +992,7 @@ static void run_lone_items(enum ao_exec_kind kind, unsigned int workers)
 	int ran = 0, bran[256] = { 0 };
 
 	t_watchdog_arm(30, "lone items");
+	t_watchdog_watch(ex);
 	ao_work_init(&c.work, cnt_fn);
 	c.ran = &ran;
 	for (int i = 0; i < 20; i++) {
@@ -1086,6 +1090,7 @@ static void run_gates(enum ao_exec_kind kind, unsigned int workers)
 		struct ao_exec *ex =
 			t_exec_create(kind, workers, 0, AO_EXEC_BLOCK);
 
+		t_watchdog_watch(ex);
 		/* Vary the moment: right after create, or once they park. */
 		if (r & 1)
 			t_sleep_ns(50000 * (uint64_t)(r % 7));
@@ -1097,6 +1102,7 @@ static void run_gates(enum ao_exec_kind kind, unsigned int workers)
 			gate_wait_entered(&g[i]);
 		for (unsigned int i = 0; i < workers; i++)
 			gate_open(&g[i]);
+		t_watchdog_watch(NULL);
 		assert_int_equal(ao_exec_destroy(ex), 0);
 	}
 	t_watchdog_disarm();
