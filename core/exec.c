@@ -67,7 +67,12 @@
  * pending wake, that worker has yet to do its own re-check (it clears the
  * flag or leaves searching the same way), so the item is seen by it.
  * wake_pending is cleared by every worker that prepares to park, so a wake
- * that found nobody to wake cannot leave it set for good.
+ * that found nobody to wake cannot leave it set for good.  Work that a
+ * worker takes out of sight for a moment is published again the same way:
+ * a worker that moves the inbox to the locked list and leaves items there
+ * (queue_take()), or that moves a batch from the injector to its ring
+ * (inject_grab()), calls exec_notify() as a submit would.
+ * tests/model/exec.pml checks the protocol with spin (README there).
  *
  * Bound and backpressure
  * ----------------------
@@ -373,19 +378,25 @@ static void queue_refill(struct ao_queue *q)
 /*
  * Take len / div + 1 items, at most max: return the first, and the others
  * as a NULL-terminated list in *rest (with their count in *nrest).
+ * *hidden is set if the take moved the inbox to head and left items there:
+ * the caller must then publish them with exec_notify() (see there).
  */
 static struct ao_work *queue_take(struct ao_queue *q, uint64_t div,
 				  uint64_t max, struct ao_work **rest,
-				  unsigned int *nrest)
+				  unsigned int *nrest, bool *hidden)
 {
 	struct ao_work *first, *last;
+	bool refilled = false;
 	uint64_t k;
 
+	*hidden = false;
 	if (!queue_peek(q))
 		return NULL;
 	ao_spin_lock(&q->lock);
-	if (!q->head)
+	if (!q->head) {
 		queue_refill(q);
+		refilled = true;
+	}
 	first = q->head;
 	if (!first) {
 		ao_spin_unlock(&q->lock);
@@ -402,6 +413,17 @@ static struct ao_work *queue_take(struct ao_queue *q, uint64_t div,
 	WRITE_ONCE(q->head, last->next);
 	if (!last->next)
 		q->tail = NULL;
+	/*
+	 * From queue_refill()'s clear of inbox_set to its store of head,
+	 * the items were in neither place a peeker looks, so a worker whose
+	 * last re-check before sleeping fell in between saw nothing, and
+	 * the submitters, who saw the inbox already non-empty or that
+	 * worker not yet asleep, woke nobody.  Those we leave in head must
+	 * be published as a submit would (found by the model checker,
+	 * tests/model/exec.pml: with one gate item per worker, the rest
+	 * waited for ever behind a refiller blocked in its own gate).
+	 */
+	*hidden = refilled && last->next;
 	WRITE_ONCE(q->len, q->len - k);
 	ao_spin_unlock(&q->lock);
 	/* The items are ours now; their links were written under the lock
@@ -682,13 +704,17 @@ static struct ao_work *shared_find(struct ao_worker *w)
 	struct ao_exec *ex = w->ex;
 	struct ao_work *x = w->local;
 	unsigned int n;
+	bool hidden;
 
 	if (x) {
 		w->local = x->next;
 		return x;
 	}
-	return queue_take(&ex->q, 2 * (uint64_t)ex->nworkers, SHARED_BATCH_MAX,
-			  &w->local, &n);
+	x = queue_take(&ex->q, 2 * (uint64_t)ex->nworkers, SHARED_BATCH_MAX,
+		       &w->local, &n, &hidden);
+	if (hidden)
+		exec_notify(ex);
+	return x;
 }
 
 /* Take a batch from the injector: run the first, ring the rest. */
@@ -698,12 +724,17 @@ static struct ao_work *inject_grab(struct ao_worker *w)
 	int64_t room = AO_DEQUE_SIZE - ao_deque_size(&w->dq);
 	struct ao_work *x, *rest = NULL;
 	unsigned int n;
+	bool hidden;
 
 	if (room > AO_DEQUE_SIZE / 2)
 		room = AO_DEQUE_SIZE / 2;
-	x = queue_take(&ex->q, ex->nworkers, (uint64_t)room + 1, &rest, &n);
-	if (!rest)
+	x = queue_take(&ex->q, ex->nworkers, (uint64_t)room + 1, &rest, &n,
+		       &hidden);
+	if (!rest) {
+		if (hidden)
+			exec_notify(ex); /* see queue_take() */
 		return x;
+	}
 	while (rest) {
 		struct ao_work *next = rest->next;
 
