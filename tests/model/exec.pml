@@ -53,7 +53,7 @@
  * queue_push() (rings hold AO_EXEC_DEQUE_SIZE >> items here, so room never
  * limits a batch, and SHARED_BATCH_MAX 16 never does either).
  *
- * The refill window, and the fix modelled by default.  queue_refill()
+ * The refill window, and its fix (core/exec.c 1d1ff92), the default.  queue_refill()
  * clears inbox_set, exchanges the inbox with NULL and only then stores
  * head: in between, a peeker sees head == NULL and inbox_set == 0 while
  * the items are in the refiller's hands.  A worker whose second re-check
@@ -63,11 +63,11 @@
  * never); if it then runs an item that blocks until another one runs (a
  * gate), the rest wait for ever.  The submitters' edge notify does not
  * help: the first found the parking worker not yet counted, the others
- * found the inbox non-empty.  The model of core/exec.c as it is
- * (-DCURRENT=1) ends in that state with AO_EXEC_SHARED and 2 workers, and
+ * found the inbox non-empty.  The model of core/exec.c as it was before
+ * 1d1ff92 (-DCURRENT=1) ends in that state with AO_EXEC_SHARED and 2 workers, and
  * with AO_EXEC_STEAL and 3 (k = 2 / 3 + 1 = 1 leaves one in head; with 2
  * workers, k = len / 2 + 1 takes every item of a 2- or 3-item inbox and
- * inject_grab() notifies).  The default model adds the proposed fix:
+ * inject_grab() notifies).  The default model has the fix:
  * queue_take() reports that it refilled head and left items there, and
  * its caller (shared_find(), inject_grab() when it rang none) calls
  * exec_notify() for them, as a submit would (publish_hidden()).
@@ -245,7 +245,7 @@ inline work_visible()
 
 /* queue_take(q, div, ...): k items taken (0: NULL).  max never binds.
  * hid: the take refilled head from the inbox and left items there (the
- * proposed fix publishes them; see HIDDEN below). */
+ * fix publishes them; see HIDDEN below). */
 inline queue_take(div)
 {
 	k = 0;
@@ -293,9 +293,9 @@ inline queue_take(div)
 	fi
 }
 
-/* The proposed fix: a take that refilled head from the inbox and left
- * items there publishes them as a submit would.  -DCURRENT=1: the code as
- * it is (no such notify). */
+/* The fix (1d1ff92): a take that refilled head from the inbox and left
+ * items there publishes them as a submit would.  -DCURRENT=1: the code
+ * before it (no such notify). */
 inline publish_hidden()
 {
 #if CURRENT
