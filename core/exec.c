@@ -34,8 +34,9 @@
  * An idle worker first searches: it spins for spin_ns (20 us by default)
  * looking for work, the pause between two looks doubling from 8 to 256
  * pause instructions, so that a worker that keeps running dry does not
- * pull the inbox's cache line away from the submitter after every push.  At most half the workers search at once (Go's and
- * Tokio's throttle); the others go straight to park.  A spin that ended in
+ * pull the inbox's cache line away from the submitter after every push.
+ * At most half the workers search at once (Go's and Tokio's throttle);
+ * the others go straight to park.  A spin that ended in
  * a park halves the next one, and one that finds work restores it, so a
  * worker woken for a lone item now and then parks right after it (see
  * worker_idle() for why that halves the wake-up latency).  When the
@@ -48,11 +49,11 @@
  * searching, and (c) no wake is already on its way (wake_pending); a
  * submit onto a queue that already held items skips all of it (why that
  * loses nothing: submit()).  When every worker is busy the cost is the
- * fence and three loads; no system call.  A woken worker counts itself as searching and clears
- * wake_pending, so later submits can wake a second sleeper only once the
- * first is up and looking.  When the last searcher finds work it wakes
- * another sleeper if more work is visible (Go's resetspinning), so a burst
- * fans out one worker at a time.
+ * fence and three loads; no system call.  A woken worker counts itself
+ * as searching and clears wake_pending, so later submits can wake a
+ * second sleeper only once the first is up and looking.  When the last
+ * searcher finds work it wakes another sleeper if more work is visible
+ * (Go's resetspinning), so a burst fans out one worker at a time.
  *
  * Why no wake-up is lost: the submitter does push; fence; load {nsleeping,
  * nsearching, wake_pending}.  A parking worker does prepare (SEQ_CST RMW);
@@ -63,9 +64,10 @@
  * single total order of SEQ_CST operations sees the other side's stores:
  * either the worker sees the item and does not sleep, or the submitter
  * sees a sleeper, no searcher and no pending wake, and bumps the epoch,
- * which makes the wait return at once.  If the submitter instead saw another searcher or a
- * pending wake, that worker has yet to do its own re-check (it clears the
- * flag or leaves searching the same way), so the item is seen by it.
+ * which makes the wait return at once.  If the submitter instead saw
+ * another searcher or a pending wake, that worker has yet to do its own
+ * re-check (it clears the flag or leaves searching the same way), so the
+ * item is seen by it.
  * wake_pending is cleared by every worker that prepares to park, so a wake
  * that found nobody to wake cannot leave it set for good.  Work that a
  * worker takes out of sight for a moment is published again the same way:
@@ -210,7 +212,7 @@ struct ao_exec {
 	unsigned int nworkers;
 	bool oversub; /* workers + one outside thread > usable CPUs */
 	int64_t capacity; /* 0: unbounded */
-	int64_t room_wake; /* wake blocked submitters at or below this */
+	int64_t room_resume; /* free slots a blocked submitter waits for */
 	int64_t credit_batch;
 	uint64_t spin_cycles;
 	uint64_t relax_cycles; /* RELAX_NS */
@@ -234,7 +236,7 @@ struct ao_exec {
 	 * itself in and takes its slot with one CAS.  ext_left counts the
 	 * calls out, in 64 bits; the calls in progress, ext_word's count
 	 * minus ext_left modulo 2^32, are far fewer than 2^32
-	 * (ext_entries()).
+	 * (ext_entered()).
 	 */
 	uint64_t ext_word __ao_cacheline_aligned;
 	uint64_t ext_left; /* external calls that have returned (destroy) */
@@ -260,6 +262,7 @@ static __thread struct ao_worker *cur_worker
 	__attribute__((tls_model("initial-exec")));
 
 #define OWN_INC(f) __atomic_store_n(&(f), (f) + 1, __ATOMIC_RELAXED)
+#define LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 
 /* ext_word: one external call counted in; the budget of free slots. */
 #define EXT_ONE (1ull << 32)
@@ -268,14 +271,21 @@ static inline int64_t budget_of(uint64_t word)
 	return (int64_t)(uint32_t)word;
 }
 
-/* External calls counted in, in 64 bits, from ext_left read first and
- * ext_word read after it: the calls in progress at the second read are
- * (word's count - left) modulo 2^32, as calls leave after they enter. */
-static inline uint64_t ext_entries(uint64_t left, uint64_t word)
+/*
+ * External calls counted in, in 64 bits; *left gets the calls counted out.
+ * ext_left is read first, ext_word after it: the calls in progress at the
+ * second read are (word's count - left) modulo 2^32, as calls leave after
+ * they enter.  ACQUIRE pairs with the RELEASE in ext_leave(); the SEQ_CST
+ * load with the SEQ_CST RMWs that count calls in (accept_external()).
+ */
+static inline uint64_t ext_entered(const struct ao_exec *ex, uint64_t *left)
 {
-	return left + (uint32_t)((uint32_t)(word >> 32) - (uint32_t)left);
+	uint64_t l = __atomic_load_n(&ex->ext_left, __ATOMIC_ACQUIRE);
+	uint64_t w = __atomic_load_n(&ex->ext_word, __ATOMIC_SEQ_CST);
+
+	*left = l;
+	return l + (uint32_t)((uint32_t)(w >> 32) - (uint32_t)l);
 }
-#define LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 
 static inline struct ao_worker *worker_of(const struct ao_exec *ex)
 {
@@ -600,11 +610,10 @@ static void room_give(struct ao_exec *ex, int64_t n)
 {
 	/* SEQ_CST RMW, then the fence in ao_ec_has_waiters(): pairs with
 	 * room_wait()'s prepare and re-check.  A blocked submitter waits
-	 * for half the capacity (room_wake), so most give-backs wake
+	 * for half the capacity (room_resume), so most give-backs wake
 	 * nobody and read nothing more. */
 	__atomic_fetch_add(&ex->room_freed, n, __ATOMIC_SEQ_CST);
-	if (ao_ec_has_waiters(&ex->room_ec) &&
-	    room_free(ex) >= ex->capacity - ex->room_wake)
+	if (ao_ec_has_waiters(&ex->room_ec) && room_free(ex) >= ex->room_resume)
 		ao_ec_notify_all(&ex->room_ec);
 }
 
@@ -652,7 +661,7 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 			ao_ec_cancel(&ex->room_ec);
 			return -ESHUTDOWN;
 		}
-		if (room_free(ex) >= ex->capacity - ex->room_wake) {
+		if (room_free(ex) >= ex->room_resume) {
 			ao_ec_cancel(&ex->room_ec);
 			continue;
 		}
@@ -1128,6 +1137,7 @@ static void refuse_external(struct ao_exec *ex)
 /* Count an external submission in; 0, or why it is refused. */
 static int accept_external(struct ao_exec *ex, bool blocking)
 {
+	bool slot = true;
 	int r;
 
 	/*
@@ -1137,21 +1147,18 @@ static int accept_external(struct ao_exec *ex, bool blocking)
 	 * sees us counted and waits for the item.  Bounded and not full,
 	 * the same CAS takes the slot: one RMW, as unbounded.
 	 */
-	r = 0;
-	if (!ex->capacity) {
+	if (!ex->capacity || !room_take_count(ex, 1, true)) {
+		/* Unbounded, or full: counted in without a slot. */
 		__atomic_fetch_add(&ex->ext_word, EXT_ONE, __ATOMIC_SEQ_CST);
-	} else if (!room_take_count(ex, 1, true)) {
-		/* Full: counted in without a slot, then wait for one. */
-		__atomic_fetch_add(&ex->ext_word, EXT_ONE, __ATOMIC_SEQ_CST);
-		r = 1;
+		slot = !ex->capacity;
 	}
 	if (__atomic_load_n(&ex->stopping, __ATOMIC_SEQ_CST)) {
-		if (ex->capacity && !r)
+		if (ex->capacity && slot)
 			room_give(ex, 1);
 		refuse_external(ex);
 		return -ESHUTDOWN;
 	}
-	if (r) {
+	if (!slot) {
 		r = room_wait(ex, blocking);
 		if (r) {
 			refuse_external(ex);
@@ -1361,15 +1368,12 @@ static bool exec_quiescent(struct ao_exec *ex)
 
 	/* Finished counts first, then submitted (see "Drain" above).  The
 	 * ACQUIREs pair with the RELEASE stores of done in run_item() and
-	 * ao__exec_finished() (and of ext_left in ext_leave(), which is read
-	 * before ext_word for ext_entries()); the SEQ_CST loads with the
-	 * SEQ_CST RMWs in accept_external() and refuse_external(). */
+	 * ao__exec_finished(); the SEQ_CST loads with the SEQ_CST RMWs in
+	 * accept_external() and refuse_external() (and see ext_entered()). */
 	done = __atomic_load_n(&ex->ext_refused, __ATOMIC_SEQ_CST);
 	for (unsigned int i = 0; i < ex->nworkers; i++)
 		done += __atomic_load_n(&ex->workers[i].done, __ATOMIC_ACQUIRE);
-	left = __atomic_load_n(&ex->ext_left, __ATOMIC_ACQUIRE);
-	sub = ext_entries(left,
-			  __atomic_load_n(&ex->ext_word, __ATOMIC_SEQ_CST));
+	sub = ext_entered(ex, &left);
 	for (unsigned int i = 0; i < ex->nworkers; i++)
 		sub += __atomic_load_n(&ex->workers[i].sub, __ATOMIC_ACQUIRE);
 	return done == sub;
@@ -1444,16 +1448,11 @@ int ao_exec_destroy(struct ao_exec *ex)
 	 * its way out (see ext_leave()); it has nothing left to wait for, so
 	 * this is a few instructions unless it was preempted. */
 	for (;;) {
-		/* ACQUIRE: pairs with the RELEASE in ext_leave(): a call
-		 * counted here has made its ext_word RMW before, so left is
-		 * read first, and equal counts mean every call counted in
-		 * has left.  Likewise for drainers. */
-		uint64_t left =
-			__atomic_load_n(&ex->ext_left, __ATOMIC_ACQUIRE);
+		uint64_t left;
 
-		if (left == ext_entries(left,
-					__atomic_load_n(&ex->ext_word,
-							__ATOMIC_SEQ_CST)) &&
+		/* Equal counts: every call counted in has left.  ACQUIRE on
+		 * drainers pairs with the RELEASE at the end of a drain. */
+		if (ext_entered(ex, &left) == left &&
 		    !__atomic_load_n(&ex->drainers, __ATOMIC_ACQUIRE))
 			break;
 		sched_yield();
@@ -1495,7 +1494,7 @@ int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
 	ex->spin_cycles = ao_ns_to_cycles(ex->cfg.spin_ns);
 	ex->relax_cycles = ao_ns_to_cycles(RELAX_NS);
 	ex->capacity = (int64_t)cfg->capacity;
-	ex->room_wake = ex->capacity / 2;
+	ex->room_resume = ex->capacity - ex->capacity / 2;
 	ex->ext_word = (uint64_t)ex->capacity; /* the whole budget */
 	ex->credit_batch = ex->capacity / (8 * (int64_t)ex->nworkers);
 	if (ex->credit_batch < 1)
@@ -1587,7 +1586,7 @@ int ao_exec_worker_stats(const struct ao_exec *ex, unsigned int i,
 
 int ao_exec_stats(const struct ao_exec *ex, struct ao_exec_stats *st)
 {
-	uint64_t sub = 0, taken = 0, ext;
+	uint64_t sub = 0, taken = 0, ext, left;
 
 	if (!ex || !st)
 		return -EINVAL;
@@ -1609,8 +1608,7 @@ int ao_exec_stats(const struct ao_exec *ex, struct ao_exec_stats *st)
 	 * zero; it is clamped for when it is. */
 	for (unsigned int i = 0; i < ex->nworkers; i++)
 		sub += LOAD(ex->workers[i].sub);
-	ext = LOAD(ex->ext_left);
-	ext = ext_entries(ext, LOAD(ex->ext_word)) - LOAD(ex->ext_refused);
+	ext = ext_entered(ex, &left) - LOAD(ex->ext_refused);
 	st->submitted = sub + ext + st->inlined;
 	st->rejected = LOAD(ex->rejected);
 	st->notifies = LOAD(ex->notifies);
