@@ -200,9 +200,9 @@ struct ao_worker {
 	/* Written by this worker only (relaxed store of load + 1), read by
 	 * the statistics and by drain. */
 	uint64_t sub; /* items it accepted */
-	uint64_t done; /* items it finished */
+	uint64_t done; /* items it finished (executed = done + inlined) */
 	uint64_t taken; /* items it took from a queue (or a strand) */
-	uint64_t executed, inlined, stolen, overflowed, parks, wakeups;
+	uint64_t inlined, stolen, overflowed, parks, wakeups;
 	/* Written by thieves. */
 	uint64_t stolen_from __ao_cacheline_aligned;
 } __ao_cacheline_aligned;
@@ -832,7 +832,6 @@ static struct ao_work *find_work(struct ao_worker *w)
 static inline void run_item(struct ao_worker *w, struct ao_work *x)
 {
 	x->fn(x);
-	OWN_INC(w->executed);
 	/* RELEASE: the item's effects and every submit it made (counted in
 	 * sub before) come before this count; pairs with the ACQUIRE loads
 	 * in exec_quiescent(). */
@@ -1234,7 +1233,6 @@ submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
 		if (r == ACCEPT_INLINE) {
 			w->depth++;
 			OWN_INC(w->inlined);
-			OWN_INC(w->executed);
 			work->fn(work);
 			w->depth--;
 			return 0;
@@ -1334,7 +1332,6 @@ void ao__exec_finished(struct ao_exec *ex)
 
 	if (!w)
 		return;
-	OWN_INC(w->executed);
 	/* RELEASE: as in run_item(). */
 	__atomic_store_n(&w->done, w->done + 1, __ATOMIC_RELEASE);
 }
@@ -1571,8 +1568,8 @@ int ao_exec_worker_stats(const struct ao_exec *ex, unsigned int i,
 	if (!ex || !st || i >= ex->nworkers)
 		return -EINVAL;
 	w = &ex->workers[i];
-	st->executed = LOAD(w->executed);
 	st->inlined = LOAD(w->inlined);
+	st->executed = LOAD(w->done) + st->inlined;
 	st->stolen = LOAD(w->stolen);
 	st->stolen_from = LOAD(w->stolen_from);
 	st->overflowed = LOAD(w->overflowed);
