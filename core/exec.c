@@ -36,12 +36,18 @@
  * pause instructions, so that a worker that keeps running dry does not
  * pull the inbox's cache line away from the submitter after every push.
  * At most half the workers search at once (Go's and Tokio's throttle);
- * the others go straight to park.  A spin that ended in
+ * the others spin an eighth as long, uncounted.  A spin that ended in
  * a park halves the next one, and one that finds work restores it, so a
  * worker woken for a lone item now and then parks right after it (see
  * worker_idle() for why that halves the wake-up latency).  When the
  * workers and one outside thread outnumber the CPUs, a spin yields the
- * CPU between looks instead of pausing (spin_pause()).  Parking is an event
+ * CPU between looks instead of pausing (spin_pause()), and time during
+ * which a yield gave the CPU to another thread is not charged to the
+ * spin, up to LENT_MAX_NS (spin_lent(): a runnable worker is moved to an
+ * idle CPU by the kernel, a parked one needs a wake).  A worker in its
+ * own loop leaves an inbox younger than INBOX_AGE_NS alone while head is
+ * empty, so that it takes the producer's line once per batch, not once
+ * per item or two (queue_take()).  Parking is an event
  * count prepare / re-check every queue / wait, so an idle executor sleeps
  * in the kernel and burns no CPU; nothing in it polls on a timer.  A submit
  * publishes its item and then, after a SEQ_CST fence, wakes one sleeper
@@ -155,6 +161,14 @@
 /* Pauses between two looks of a spin: from PAUSES_MIN, doubling. */
 #define PAUSES_MIN 8u
 #define PAUSES_MAX 256u
+/* A worker in its own loop leaves an inbox younger than this alone while
+ * it can (see "Batches" above queue_take()). */
+#define INBOX_AGE_NS 1000u
+/* A yield of an idle spin that took longer than this gave the CPU to
+ * another thread; such time is not charged to the spin, up to LENT_MAX_NS
+ * in all (spin_lent()). */
+#define LENT_NS 4000u
+#define LENT_MAX_NS 4000000u
 
 /*
  * An intrusive FIFO in two parts.  Single items submitted from outside the
@@ -173,7 +187,9 @@
  * cleared by the worker that detaches it, so the submitter writes it once
  * per batch; it is set whenever the inbox holds items, except between a
  * push onto an empty inbox and the notify that follows (exec_notify()
- * covers that window) and while a worker detaches what it holds.
+ * covers that window) and while a worker detaches what it holds.  What it
+ * is set to is the cycle counter at that push (with the low bit set, so it
+ * is never 0): how old the inbox's oldest item is (queue_take()).
  */
 struct ao_queue {
 	struct ao_spinlock lock;
@@ -181,7 +197,7 @@ struct ao_queue {
 	struct ao_work *tail;
 	uint64_t len;
 	struct ao_work *inbox __ao_cacheline_aligned;
-	uint32_t inbox_set __ao_cacheline_aligned;
+	uint64_t inbox_set __ao_cacheline_aligned; /* 0, or ao_cycles() | 1 */
 };
 
 struct ao_worker {
@@ -216,6 +232,8 @@ struct ao_exec {
 	int64_t credit_batch;
 	uint64_t spin_cycles;
 	uint64_t relax_cycles; /* RELAX_NS */
+	uint64_t inbox_age_cycles; /* INBOX_AGE_NS */
+	uint64_t lent_cycles, lent_max_cycles; /* LENT_NS, LENT_MAX_NS */
 	struct ao_worker *workers;
 	uint32_t stopping; /* shutdown started: refuse submits */
 	uint32_t exiting; /* drained after shutdown: workers return */
@@ -341,7 +359,7 @@ static inline bool queue_push_one(struct ao_queue *q, struct ao_work *work)
 	 * exchange, which then takes our item (on x86 both are plain moves).
 	 * The caller's exec_notify() fence orders it before its loads of the
 	 * wake state, as it does the push. */
-	__atomic_store_n(&q->inbox_set, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&q->inbox_set, ao_cycles() | 1, __ATOMIC_RELEASE);
 	return true;
 }
 
@@ -386,22 +404,47 @@ static void queue_refill(struct ao_queue *q)
 }
 
 /*
+ * Batches.  A detach takes the inbox's line from the submitter, whose next
+ * push then waits for it to come back.  With the queue short (a bounded
+ * executor, or workers as fast as the producer) the workers would detach
+ * the inbox as soon as it holds an item or two, and the producer would pay
+ * that miss on nearly every submit: W1 ran at half speed, settled in that
+ * state, with 5-20 items per detach (45,000-220,000 detaches per million
+ * items, against 150-3,000 in the runs where the producer kept ahead).  So
+ * a worker in its own loop (patience != 0) leaves an inbox alone until
+ * its oldest item is INBOX_AGE_NS old, and looks again later, as its idle
+ * spin does anyway: a batch then holds what the producer pushed in that
+ * time.  The worker cannot sleep on it meanwhile: work_visible() still
+ * sees the inbox, so park_prepare() calls the park off and the take after
+ * it has no patience; so an item waits at most INBOX_AGE_NS more, and
+ * only while a worker is already looking.  A worker woken from sleep, a
+ * group wait and ao_exec_run_one() take it at once.
+ */
+
+/*
  * Take len / div + 1 items, at most max: return the first, and the others
  * as a NULL-terminated list in *rest (with their count in *nrest).
  * *hidden is set if the take moved the inbox to head and left items there:
- * the caller must then publish them with exec_notify() (see there).
+ * the caller must then publish them with exec_notify() (see there).  With
+ * patience (cycles), an inbox younger than that is left alone when head is
+ * empty (see "Batches" above).
  */
 static struct ao_work *queue_take(struct ao_queue *q, uint64_t div,
 				  uint64_t max, struct ao_work **rest,
-				  unsigned int *nrest, bool *hidden)
+				  unsigned int *nrest, bool *hidden,
+				  uint64_t patience)
 {
 	struct ao_work *first, *last;
 	bool refilled = false;
-	uint64_t k;
+	uint64_t k, set;
 
 	*hidden = false;
-	if (!queue_peek(q))
-		return NULL;
+	if (!READ_ONCE(q->head)) {
+		/* Racy reads, a hint only: the locked code below decides. */
+		set = READ_ONCE(q->inbox_set);
+		if (!set || (patience && ao_cycles() - set < patience))
+			return NULL;
+	}
 	ao_spin_lock(&q->lock);
 	if (!q->head) {
 		queue_refill(q);
@@ -512,19 +555,20 @@ void ao__exec_wake_all(struct ao_exec *ex)
  * back, so a worker that yielded just before it parked is later woken
  * without preempting its waker (the wake-up latency that worker_idle()'s
  * shrinking spin avoids), and a short spin catches work handed over within
- * microseconds without a trip through the scheduler.
+ * microseconds without a trip through the scheduler.  True if it yielded.
  */
-static inline void spin_pause(const struct ao_exec *ex, bool may_yield,
+static inline bool spin_pause(const struct ao_exec *ex, bool may_yield,
 			      unsigned int *pauses)
 {
 	if (may_yield && ex->oversub) {
 		sched_yield();
-		return;
+		return true;
 	}
 	for (unsigned int i = 0; i < *pauses; i++)
 		cpu_relax();
 	if (*pauses < PAUSES_MAX)
 		*pauses *= 2;
+	return false;
 }
 
 /* ---- the bound ---- */
@@ -720,7 +764,7 @@ static inline uint32_t worker_rand(struct ao_worker *w)
 	return (uint32_t)(w->rng >> 32);
 }
 
-static struct ao_work *shared_find(struct ao_worker *w)
+static struct ao_work *shared_find(struct ao_worker *w, uint64_t patience)
 {
 	struct ao_exec *ex = w->ex;
 	struct ao_work *x = w->local;
@@ -732,14 +776,14 @@ static struct ao_work *shared_find(struct ao_worker *w)
 		return x;
 	}
 	x = queue_take(&ex->q, 2 * (uint64_t)ex->nworkers, SHARED_BATCH_MAX,
-		       &w->local, &n, &hidden);
+		       &w->local, &n, &hidden, patience);
 	if (hidden)
 		exec_notify(ex);
 	return x;
 }
 
 /* Take a batch from the injector: run the first, ring the rest. */
-static struct ao_work *inject_grab(struct ao_worker *w)
+static struct ao_work *inject_grab(struct ao_worker *w, uint64_t patience)
 {
 	struct ao_exec *ex = w->ex;
 	int64_t room = AO_DEQUE_SIZE - ao_deque_size(&w->dq);
@@ -750,7 +794,7 @@ static struct ao_work *inject_grab(struct ao_worker *w)
 	if (room > AO_DEQUE_SIZE / 2)
 		room = AO_DEQUE_SIZE / 2;
 	x = queue_take(&ex->q, ex->nworkers, (uint64_t)room + 1, &rest, &n,
-		       &hidden);
+		       &hidden, patience);
 	if (!rest) {
 		if (hidden)
 			exec_notify(ex); /* see queue_take() */
@@ -809,33 +853,41 @@ static struct ao_work *steal_any(struct ao_worker *w)
 	return NULL;
 }
 
-static struct ao_work *steal_find(struct ao_worker *w)
+static struct ao_work *steal_find(struct ao_worker *w, uint64_t patience)
 {
 	struct ao_work *x;
 
-	if (unlikely(++w->tick % GLOBAL_INTERVAL == 0)) {
-		x = inject_grab(w);
+	/* A countdown, not ++tick % GLOBAL_INTERVAL: no division on the
+	 * path of every item. */
+	if (unlikely(!w->tick--)) {
+		w->tick = GLOBAL_INTERVAL - 1;
+		x = inject_grab(w, patience);
 		if (x)
 			return x;
 	}
 	x = ao_deque_pop(&w->dq);
 	if (x)
 		return x;
-	x = inject_grab(w);
+	x = inject_grab(w, patience);
 	if (x)
 		return x;
 	return steal_any(w);
 }
 
-/* The next item for w to run, or NULL; counts it as started. */
-static struct ao_work *find_work(struct ao_worker *w)
+/*
+ * The next item for w to run, or NULL; counts it as started.  patient: w
+ * is in its own loop and will look again soon, so it may leave a young
+ * inbox to grow (see "Batches" above queue_take()).
+ */
+static struct ao_work *find_work(struct ao_worker *w, bool patient)
 {
+	uint64_t patience = patient ? w->ex->inbox_age_cycles : 0;
 	struct ao_work *x;
 
 	if (w->ex->cfg.kind == AO_EXEC_STEAL)
-		x = steal_find(w);
+		x = steal_find(w, patience);
 	else
-		x = shared_find(w);
+		x = shared_find(w, patience);
 	if (x)
 		item_started(w);
 	return x;
@@ -964,6 +1016,27 @@ static int park(struct ao_worker *w)
 	return PARK_SLEPT;
 }
 
+/*
+ * An idle spin's yield gave the CPU to another thread for lent cycles:
+ * return the spin's new end.  That time is not charged to the spin (up to
+ * cap): on two CPUs with two workers and a busy producer, a worker that
+ * shares its CPU with the producer would otherwise find its budget gone
+ * after one yield, park, and be woken again by the producer's next push
+ * onto an empty queue, a futex wake (and a switch back) per batch; one that
+ * stays runnable costs a yield per scheduler slice, and the kernel moves it
+ * to an idle CPU by itself, where a parked worker needs a wake.  It stops
+ * searching, though: while it waits for a CPU it must not hold back the
+ * wakes of sleepers that could run on others (stop_searching() wakes one
+ * if work is visible).
+ */
+static uint64_t spin_lent(struct ao_worker *w, uint64_t end, uint64_t lent,
+			  uint64_t now, uint64_t cap)
+{
+	if (w->searching)
+		stop_searching(w);
+	return now < cap ? end + lent : end;
+}
+
 /* No work: search, park; return the next item, or NULL to exit. */
 static struct ao_work *worker_idle(struct ao_worker *w)
 {
@@ -973,8 +1046,9 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 	flush_credit(w);
 	notify_drainers(ex);
 	for (;;) {
-		uint64_t budget, now, relax_end, end;
+		uint64_t budget, now, relax_end, end, cap, before;
 		unsigned int pauses = PAUSES_MIN;
+		bool yielded;
 		int r;
 
 		if (!w->searching && 2 * LOAD(ex->nsearching) < ex->nworkers)
@@ -1001,9 +1075,10 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 		now = ao_cycles();
 		relax_end = now + ex->relax_cycles;
 		end = now + budget;
+		cap = now + ex->lent_max_cycles;
 		do {
 			if (work_visible(ex)) {
-				x = find_work(w);
+				x = find_work(w, true);
 				if (x) {
 					if (w->searching)
 						stop_searching(w);
@@ -1011,15 +1086,18 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 					return x;
 				}
 			}
-			spin_pause(ex, now >= relax_end, &pauses);
+			before = now;
+			yielded = spin_pause(ex, now >= relax_end, &pauses);
 			now = ao_cycles();
+			if (yielded && now - before > ex->lent_cycles)
+				end = spin_lent(w, end, now - before, now, cap);
 		} while (now < end && !LOAD(ex->exiting));
 		if (w->spin_fails < SPIN_FAILS_MAX)
 			w->spin_fails++;
 		r = park(w);
 		if (r == PARK_EXIT)
 			return NULL;
-		x = find_work(w);
+		x = find_work(w, false);
 		if (x) {
 			if (w->searching)
 				stop_searching(w);
@@ -1069,7 +1147,7 @@ static void *worker_main(void *arg)
 	if (ex->cfg.pin)
 		pin_worker(w);
 	for (;;) {
-		struct ao_work *x = find_work(w);
+		struct ao_work *x = find_work(w, true);
 
 		if (!x) {
 			x = worker_idle(w);
@@ -1287,7 +1365,7 @@ bool ao_exec_run_one(struct ao_exec *ex)
 
 	if (!w)
 		return false;
-	x = find_work(w);
+	x = find_work(w, false);
 	if (!x)
 		return false;
 	run_item(w, x);
@@ -1502,6 +1580,9 @@ int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
 		ex->cfg.spin_ns = AO_EXEC_DEFAULT_SPIN_NS;
 	ex->spin_cycles = ao_ns_to_cycles(ex->cfg.spin_ns);
 	ex->relax_cycles = ao_ns_to_cycles(RELAX_NS);
+	ex->inbox_age_cycles = ao_ns_to_cycles(INBOX_AGE_NS);
+	ex->lent_cycles = ao_ns_to_cycles(LENT_NS);
+	ex->lent_max_cycles = ao_ns_to_cycles(LENT_MAX_NS);
 	ex->capacity = (int64_t)cfg->capacity;
 	ex->room_resume = ex->capacity - ex->capacity / 2;
 	ex->ext_word = (uint64_t)ex->capacity; /* the whole budget */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <aorta/arch/processor.h>
 #include <aorta/clock.h>
 #include <aorta/core/cpu.h>
 #include <aorta/core/exec.h>
@@ -1160,6 +1161,69 @@ static void test_run_one(void **state)
 	}
 }
 
+/*
+ * ao_exec_run_one() takes an item an outside thread has just submitted: a
+ * worker in its own loop may leave a young inbox alone for a moment
+ * (core/exec.c, "Batches"), but a caller of run_one wants work now.  A
+ * patient run_one fails this most rounds (a round's item is younger than
+ * INBOX_AGE_NS when run_one looks, unless a thread was preempted).
+ */
+#define FRESH_ROUNDS 32
+
+struct fresh {
+	struct ao_work work;
+	struct cnt kid[FRESH_ROUNDS];
+	int ran[FRESH_ROUNDS];
+	int step;
+	int got;
+};
+
+static void fresh_fn(struct ao_work *w)
+{
+	struct fresh *f = container_of(w, struct fresh, work);
+
+	for (int r = 0; r < FRESH_ROUNDS; r++) {
+		__atomic_store_n(&f->step, 2 * r + 1, __ATOMIC_RELEASE);
+		/* No yield: run_one follows the submit by well under a
+		 * microsecond. */
+		while (__atomic_load_n(&f->step, __ATOMIC_ACQUIRE) != 2 * r + 2)
+			cpu_relax();
+		f->got += ao_exec_run_one(ao_exec_current());
+	}
+}
+
+static void test_run_one_fresh(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		struct ao_exec *ex =
+			t_exec_create(k ? AO_EXEC_STEAL : AO_EXEC_SHARED, 1, 0,
+				      AO_EXEC_BLOCK);
+		struct fresh f;
+
+		t_watchdog_arm(30, "run_one takes a fresh item");
+		memset(&f, 0, sizeof(f));
+		ao_work_init(&f.work, fresh_fn);
+		assert_int_equal(ao_exec_submit(ex, &f.work), 0);
+		for (int r = 0; r < FRESH_ROUNDS; r++) {
+			ao_work_init(&f.kid[r].work, cnt_fn);
+			f.kid[r].ran = &f.ran[r];
+			while (__atomic_load_n(&f.step, __ATOMIC_ACQUIRE) !=
+			       2 * r + 1)
+				cpu_relax();
+			/* From outside: onto the inbox. */
+			assert_int_equal(ao_exec_submit(ex, &f.kid[r].work), 0);
+			__atomic_store_n(&f.step, 2 * r + 2, __ATOMIC_RELEASE);
+		}
+		assert_int_equal(ao_exec_drain(ex), 0);
+		t_watchdog_disarm();
+		assert_int_equal(f.got, FRESH_ROUNDS);
+		for (int r = 0; r < FRESH_ROUNDS; r++)
+			assert_int_equal(f.ran[r], 1);
+		assert_int_equal(ao_exec_destroy(ex), 0);
+	}
+}
+
 /* ---- statistics ---- */
 
 static void test_stats(void **state)
@@ -1218,6 +1282,7 @@ int main(void)
 		cmocka_unit_test(test_busy_pool_no_wake),
 		cmocka_unit_test(test_gate_per_worker),
 		cmocka_unit_test(test_run_one),
+		cmocka_unit_test(test_run_one_fresh),
 		cmocka_unit_test(test_spawn_overflow),
 		cmocka_unit_test(test_worker_submit_full_no_deadlock),
 		cmocka_unit_test(test_inline_depth_bound),

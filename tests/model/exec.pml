@@ -46,7 +46,11 @@
  * followed by a choice to look again or to park: budgets, spin_fails,
  * pauses and yields only decide that), whether a look starts at the
  * injector (the GLOBAL_INTERVAL tick), the thieves' random start, which
- * futex sleeper a wake dequeues, how many children an item submits.
+ * futex sleeper a wake dequeues, how many children an item submits,
+ * whether a patient take (worker_main()'s and the spin's find_work(w,
+ * true)) finds the inbox too young to detach (-DPATIENT=0: never), and
+ * whether a searcher's spin yields its CPU away and stops searching
+ * (spin_lent(); -DLENT=0: never).
  *
  * Not modelled: capacity/credit (capacity 0), shutdown/exiting/drain,
  * strands and group waits (ao__exec_park_worker), ring overflow and
@@ -95,6 +99,13 @@
 
 #ifndef NW
 #define NW 2
+#endif
+/* -DCURRENT=1 is the code before 1d1ff92, which had neither. */
+#ifndef PATIENT
+#define PATIENT !CURRENT
+#endif
+#ifndef LENT
+#define LENT !CURRENT
 #endif
 #ifndef STEAL
 #define STEAL 1
@@ -245,12 +256,29 @@ inline work_visible()
 
 /* queue_take(q, div, ...): k items taken (0: NULL).  max never binds.
  * hid: the take refilled head from the inbox and left items there (the
- * fix publishes them; see HIDDEN below). */
+ * fix publishes them; see HIDDEN below).  Its first look is queue_peek()'s
+ * two loads; with patience (pat: find_work(w, true)) an inbox seen set
+ * behind an empty head may be left alone (younger than INBOX_AGE_NS: a
+ * free choice). */
 inline queue_take(div)
 {
 	k = 0;
 	hid = 0;
-	queue_peek();
+	if
+	:: qlen > 0 -> vis = 1
+	:: else ->
+		if
+		:: inbox_set ->
+			vis = 1;
+#if PATIENT
+			if
+			:: pat -> vis = 0	/* young: leave it for now */
+			:: skip
+			fi
+#endif
+		:: else -> vis = 0
+		fi
+	fi;
 	if
 	:: vis ->
 		vis = 0;
@@ -532,13 +560,15 @@ inline submit_notify()
 active [NW] proctype worker()
 {
 	byte me, searching, key, r, vis, i, tmp, k, n, v, tries, lbatch, looks;
-	bit got, edge, hid;
+	bit got, edge, hid, pat;
 	short t1, b1;
 
 	me = _pid;
 main_loop:
-	/* worker_main(): find_work(), else worker_idle() */
+	/* worker_main(): find_work(w, true), else worker_idle() */
+	pat = 1;
 	find_work();
+	pat = 0;
 	if
 	:: got -> goto run_item
 	:: else
@@ -559,7 +589,9 @@ idle_loop:
 		if
 		:: vis ->
 			vis = 0;
-			find_work();
+			pat = 1;
+			find_work();	/* find_work(w, true) */
+			pat = 0;
 			if
 			:: got ->
 				if
@@ -571,6 +603,14 @@ idle_loop:
 			fi
 		:: else
 		fi;
+#if LENT
+		/* spin_lent(): a yield gave the CPU away; a searcher stops
+		 * searching and spins on (a free choice) */
+		if
+		:: searching -> stop_searching()
+		:: skip
+		fi;
+#endif
 #if LOOKS
 		looks++;
 		if
