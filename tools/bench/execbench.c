@@ -102,7 +102,14 @@ static bool parse_extra(const char *a)
  * The pools
  */
 
-enum pool_type { T_SEED_BASIC, T_SEED_STEAL, T_SEED_BP, T_AORTA, T_FLOOR };
+enum pool_type {
+	T_SEED_BASIC,
+	T_SEED_STEAL,
+	T_SEED_BP,
+	T_AORTA,
+	T_FLOOR,
+	T_SPLIT
+};
 
 enum {
 	P_SEED_BASIC,
@@ -113,6 +120,7 @@ enum {
 	P_AO_STEAL,
 	P_AO_STEAL_B,
 	P_FLOOR,
+	P_SPLIT,
 	NPOOLS
 };
 
@@ -135,6 +143,7 @@ static const struct pool_desc pools[NPOOLS] = {
 	[P_AO_STEAL_B] = { "ao-steal-b", T_AORTA, AO_EXEC_STEAL, true,
 			   P_AO_STEAL },
 	[P_FLOOR] = { "floor-futex", T_FLOOR, 0, false, -1 },
+	[P_SPLIT] = { "floor-split", T_SPLIT, 0, false, -1 },
 };
 
 /*
@@ -188,6 +197,8 @@ static void floor_stop(struct floor_thread *f)
 	pthread_join(f->thread, NULL);
 }
 
+static void split_join(void); /* floor-split, with W2's jobs below */
+
 /* The pool of this (child) process. */
 static const struct pool_desc *cur;
 static union {
@@ -224,6 +235,8 @@ static int pool_create(void)
 	case T_FLOOR:
 		return -pthread_create(&floor_t.thread, NULL, floor_main,
 				       &floor_t);
+	case T_SPLIT:
+		return 0; /* its threads start with the run */
 	case T_AORTA:
 		break;
 	}
@@ -251,6 +264,9 @@ static void pool_destroy(void)
 		break;
 	case T_FLOOR:
 		floor_stop(&floor_t);
+		break;
+	case T_SPLIT:
+		split_join();
 		break;
 	}
 }
@@ -284,6 +300,8 @@ static void pool_submit(struct ao_work *w)
 	case T_FLOOR:
 		floor_submit(&floor_t, w);
 		return;
+	case T_SPLIT:
+		abort(); /* takes no submissions */
 	}
 	if (unlikely(err) && !atomic_fetch_add(&submit_errors, 1))
 		first_error = err;
@@ -436,6 +454,71 @@ static void w2_root_run(struct ao_work *w)
 	(void)w;
 	for (long i = 0; i < njobs; i++)
 		pool_submit(&jobs[i].work);
+}
+
+/*
+ * Not a pool either: W2's work split in advance into nworkers contiguous
+ * runs of jobs of about equal total spin, one thread each, no queue at all.
+ * Its makespan is what this machine's CPUs deliver at that moment for
+ * "total work / workers": on a VM whose vCPUs share host cores it can be
+ * far above the serial measure (seen here: two threads spinning at once
+ * took 2-4 times as long as one doing both halves in turn).  Measured in
+ * W2 only, interleaved with the pools.
+ */
+struct split_thread {
+	long lo, hi; /* jobs[lo..hi) */
+	pthread_t thread;
+};
+
+static struct split_thread split_t[64];
+static unsigned int split_started;
+
+static void *split_main(void *arg)
+{
+	struct split_thread *t = arg;
+
+	for (long i = t->lo; i < t->hi; i++)
+		jobs[i].work.fn(&jobs[i].work);
+	return NULL;
+}
+
+static int split_start(void)
+{
+	double total = 0, acc = 0;
+	unsigned int k = 0;
+	long lo = 0;
+
+	for (long i = 0; i < njobs; i++)
+		total += jobs[i].spin_ns;
+	for (long i = 0; i < njobs && k + 1 < nworkers; i++) {
+		acc += jobs[i].spin_ns;
+		if (acc >= total * (k + 1) / nworkers) {
+			split_t[k].lo = lo;
+			split_t[k].hi = i + 1;
+			lo = i + 1;
+			k++;
+		}
+	}
+	for (; k < nworkers; k++) {
+		split_t[k].lo = lo;
+		split_t[k].hi = k + 1 == nworkers ? njobs : lo;
+		lo = split_t[k].hi;
+	}
+	for (k = 0; k < nworkers; k++) {
+		int err = pthread_create(&split_t[k].thread, NULL, split_main,
+					 &split_t[k]);
+
+		if (err)
+			return -err;
+		split_started++;
+	}
+	return 0;
+}
+
+static void split_join(void)
+{
+	for (unsigned int k = 0; k < split_started; k++)
+		pthread_join(split_t[k].thread, NULL);
 }
 
 static void w3_run(struct ao_work *w)
@@ -683,7 +766,16 @@ static __attribute__((noreturn)) void child_main(int w, int pool, int fd,
 		break;
 	case W2:
 		t0 = bench_now_ns();
-		pool_submit(&w2_root.work);
+		if (cur->type == T_SPLIT) {
+			err = split_start();
+			if (err) {
+				r.status = RUN_ERROR;
+				r.err = err;
+				break;
+			}
+		} else {
+			pool_submit(&w2_root.work);
+		}
 		r.status = wait_count(target, &t1) ? RUN_STALL : RUN_OK;
 		r.value = (double)(t1 - t0);
 		break;
@@ -926,6 +1018,8 @@ static bool selected(int w, int p)
 	char name[64];
 
 	if (pools[p].type == T_FLOOR && w != W4 && w != W5)
+		return false;
+	if (pools[p].type == T_SPLIT && w != W2)
 		return false;
 	snprintf(name, sizeof(name), "%s/%s", wnames[w], pools[p].name);
 	return bench_selected(&opts, name);
@@ -1272,6 +1366,10 @@ static void targets(void)
 			 pools[p].name);
 		target(name, have, x <= 1.05, x, 1.05, "%.3fx", x);
 	}
+	if (!opts.json && cell_ok(W2, P_SPLIT))
+		printf("  (machine: floor-split, the work split in advance, "
+		       "no pool, %.3fx ideal)\n",
+		       ratio(med(W2, P_SPLIT), w2_ideal_ns));
 	for (int i = 0; i < 4; i++) {
 		int p = ao[i];
 
@@ -1285,6 +1383,10 @@ static void targets(void)
 			 pools[p].name);
 		target(name, have, x <= 100, x, 100, "%.1f us", x);
 	}
+	if (!opts.json && cell_ok(W4, P_FLOOR))
+		printf("  (machine: floor-futex, a bare futex wake, p50 %.1f "
+		       "us, p99 %.1f us)\n",
+		       med(W4, P_FLOOR) / 1e3, med2(W4, P_FLOOR) / 1e3);
 	for (int i = 0; i < 4; i++) {
 		int p = ao[i];
 
