@@ -102,11 +102,12 @@
  * the pool a full executor blocks the submitter (block policy: a spin of
  * spin_ns, RELAX_NS when oversubscribed (room_wait()), then a sleep on an
  * event count until half the capacity is free, so a fast producer sleeps
- * once per half a queue rather than once per give-back) or returns -EAGAIN (fail policy, and ao_exec_try_submit()
- * always).  On one of the executor's own workers a blocking submit cannot
- * wait: if every worker waited for room that only workers can make, the
- * pool would deadlock (the seed's bounded pool did, 7 runs out of 7).  So a
- * worker that finds the pool full runs the item itself, inline, at once
+ * once per half a queue rather than once per give-back) or returns
+ * -EAGAIN (fail policy, and ao_exec_try_submit() always).  On one of the
+ * executor's own workers a blocking submit cannot wait: if every worker
+ * waited for room that only workers can make, the pool would deadlock (the
+ * seed's bounded pool did, 7 runs out of 7).  So a worker that finds the
+ * pool full runs the item itself, inline, at once
  * (depth-first, as a work-first scheduler would): it never waits, and the
  * item needs no slot.  The nesting is bounded by AO_EXEC_INLINE_MAX; a
  * deeper submit is queued beyond the bound instead, which can only happen
