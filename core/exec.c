@@ -1224,11 +1224,26 @@ static void refuse_external(struct ao_exec *ex)
 	notify_drainers(ex);
 }
 
+/* Bounded: count an external call in and take a slot with one CAS if the
+ * budget holds one; false if it looked empty or the CAS lost a race. */
+static inline bool ext_take_fast(struct ao_exec *ex)
+{
+	/* Relaxed: only the CAS's guess; the CAS is SEQ_CST. */
+	uint64_t v = __atomic_load_n(&ex->ext_word, __ATOMIC_RELAXED);
+
+	return budget_of(v) &&
+	       __atomic_compare_exchange_n(&ex->ext_word, &v, v - 1 + EXT_ONE,
+					   false, __ATOMIC_SEQ_CST,
+					   __ATOMIC_RELAXED);
+}
+
+static int accept_external_slow(struct ao_exec *ex, bool blocking, bool slot);
+
 /* Count an external submission in; 0, or why it is refused. */
-static int accept_external(struct ao_exec *ex, bool blocking)
+static inline __attribute__((always_inline)) int
+accept_external(struct ao_exec *ex, bool blocking)
 {
 	bool slot = true;
-	int r;
 
 	/*
 	 * The counting RMW (SEQ_CST) comes before the SEQ_CST load of
@@ -1237,11 +1252,24 @@ static int accept_external(struct ao_exec *ex, bool blocking)
 	 * sees us counted and waits for the item.  Bounded and not full,
 	 * the same CAS takes the slot: one RMW, as unbounded.
 	 */
-	if (!ex->capacity || !room_take_count(ex, 1, true)) {
-		/* Unbounded, or full: counted in without a slot. */
+	if (!ex->capacity) {
 		__atomic_fetch_add(&ex->ext_word, EXT_ONE, __ATOMIC_SEQ_CST);
-		slot = !ex->capacity;
+	} else if (!ext_take_fast(ex) && !room_take_count(ex, 1, true)) {
+		/* Full: counted in without a slot. */
+		__atomic_fetch_add(&ex->ext_word, EXT_ONE, __ATOMIC_SEQ_CST);
+		slot = false;
 	}
+	if (likely(!__atomic_load_n(&ex->stopping, __ATOMIC_SEQ_CST) && slot))
+		return 0;
+	return accept_external_slow(ex, blocking, slot);
+}
+
+/* accept_external(): shutdown has started, or no slot was free. */
+static __attribute__((noinline)) int
+accept_external_slow(struct ao_exec *ex, bool blocking, bool slot)
+{
+	int r;
+
 	if (__atomic_load_n(&ex->stopping, __ATOMIC_SEQ_CST)) {
 		if (ex->capacity && slot)
 			room_give(ex, 1);
