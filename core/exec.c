@@ -765,7 +765,7 @@ static inline uint32_t worker_rand(struct ao_worker *w)
 	return (uint32_t)(w->rng >> 32);
 }
 
-static struct ao_work *shared_find(struct ao_worker *w, uint64_t patience)
+static struct ao_work *shared_find(struct ao_worker *w, bool patient)
 {
 	struct ao_exec *ex = w->ex;
 	struct ao_work *x = w->local;
@@ -777,14 +777,15 @@ static struct ao_work *shared_find(struct ao_worker *w, uint64_t patience)
 		return x;
 	}
 	x = queue_take(&ex->q, 2 * (uint64_t)ex->nworkers, SHARED_BATCH_MAX,
-		       &w->local, &n, &hidden, patience);
+		       &w->local, &n, &hidden,
+		       patient ? ex->inbox_age_cycles : 0);
 	if (hidden)
 		exec_notify(ex);
 	return x;
 }
 
 /* Take a batch from the injector: run the first, ring the rest. */
-static struct ao_work *inject_grab(struct ao_worker *w, uint64_t patience)
+static struct ao_work *inject_grab(struct ao_worker *w, bool patient)
 {
 	struct ao_exec *ex = w->ex;
 	int64_t room = AO_DEQUE_SIZE - ao_deque_size(&w->dq);
@@ -795,7 +796,7 @@ static struct ao_work *inject_grab(struct ao_worker *w, uint64_t patience)
 	if (room > AO_DEQUE_SIZE / 2)
 		room = AO_DEQUE_SIZE / 2;
 	x = queue_take(&ex->q, ex->nworkers, (uint64_t)room + 1, &rest, &n,
-		       &hidden, patience);
+		       &hidden, patient ? ex->inbox_age_cycles : 0);
 	if (!rest) {
 		if (hidden)
 			exec_notify(ex); /* see queue_take() */
@@ -854,7 +855,7 @@ static struct ao_work *steal_any(struct ao_worker *w)
 	return NULL;
 }
 
-static struct ao_work *steal_find(struct ao_worker *w, uint64_t patience)
+static struct ao_work *steal_find(struct ao_worker *w, bool patient)
 {
 	struct ao_work *x;
 
@@ -862,14 +863,14 @@ static struct ao_work *steal_find(struct ao_worker *w, uint64_t patience)
 	 * path of every item. */
 	if (unlikely(!w->tick--)) {
 		w->tick = GLOBAL_INTERVAL - 1;
-		x = inject_grab(w, patience);
+		x = inject_grab(w, patient);
 		if (x)
 			return x;
 	}
 	x = ao_deque_pop(&w->dq);
 	if (x)
 		return x;
-	x = inject_grab(w, patience);
+	x = inject_grab(w, patient);
 	if (x)
 		return x;
 	return steal_any(w);
@@ -880,15 +881,15 @@ static struct ao_work *steal_find(struct ao_worker *w, uint64_t patience)
  * is in its own loop and will look again soon, so it may leave a young
  * inbox to grow (see "Batches" above queue_take()).
  */
-static struct ao_work *find_work(struct ao_worker *w, bool patient)
+static inline __attribute__((always_inline)) struct ao_work *
+find_work(struct ao_worker *w, bool patient)
 {
-	uint64_t patience = patient ? w->ex->inbox_age_cycles : 0;
 	struct ao_work *x;
 
 	if (w->ex->cfg.kind == AO_EXEC_STEAL)
-		x = steal_find(w, patience);
+		x = steal_find(w, patient);
 	else
-		x = shared_find(w, patience);
+		x = shared_find(w, patient);
 	if (x)
 		item_started(w);
 	return x;
