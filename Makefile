@@ -302,7 +302,8 @@ tools: $(tool-bins)
 check-run: $(tool-bins)
 
 PHONY += bench demo
-bench: $(bench-bins) $(baseline-progs)
+# echobench drives ao-echo and ao-load: the tools come with the benchmarks.
+bench: $(bench-bins) $(baseline-progs) $(tool-bins)
 
 # The demo: ao-echo under ao-load for DEMO_TIME, then the latency plot.
 DEMO_TIME ?= 10s
@@ -431,7 +432,8 @@ help:
 	@echo '  tests           - build the tests without running them'
 	@echo '  installcheck    - install into a scratch root and build a'
 	@echo '                    program against it with pkg-config'
-	@echo '  bench           - build the benchmarks in tools/bench'
+	@echo '  bench           - build the benchmarks in tools/bench (and'
+	@echo '                    the tools echobench runs)'
 	@echo '  tools           - build the programs in tools/<name>/ (ao-<name>)'
 	@echo '  demo            - the quick-start demo: ao-echo under ao-load'
 	@echo '                    for DEMO_TIME (10s), then the latency plot'
