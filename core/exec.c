@@ -855,25 +855,42 @@ static struct ao_work *steal_any(struct ao_worker *w)
 	return NULL;
 }
 
-static struct ao_work *steal_find(struct ao_worker *w, bool patient)
+/* steal_find() past its common case: the injector's turn (due), or an
+ * empty ring.  Out of line, so the common case needs no stack frame. */
+static __attribute__((noinline)) struct ao_work *
+steal_find_slow(struct ao_worker *w, bool patient, bool due)
 {
 	struct ao_work *x;
 
-	/* A countdown, not ++tick % GLOBAL_INTERVAL: no division on the
-	 * path of every item. */
-	if (unlikely(!w->tick--)) {
+	if (due) {
 		w->tick = GLOBAL_INTERVAL - 1;
 		x = inject_grab(w, patient);
 		if (x)
 			return x;
+		x = ao_deque_pop(&w->dq);
+		if (x)
+			return x;
 	}
-	x = ao_deque_pop(&w->dq);
-	if (x)
-		return x;
 	x = inject_grab(w, patient);
 	if (x)
 		return x;
 	return steal_any(w);
+}
+
+static inline __attribute__((always_inline)) struct ao_work *
+steal_find(struct ao_worker *w, bool patient)
+{
+	struct ao_work *x;
+
+	/* A countdown, not ++tick % GLOBAL_INTERVAL: no division on the
+	 * path of every item.  Every GLOBAL_INTERVAL-th look starts at the
+	 * injector, so a worker busy with its own ring does not starve it. */
+	if (unlikely(!w->tick--))
+		return steal_find_slow(w, patient, true);
+	x = ao_deque_pop(&w->dq);
+	if (likely(x))
+		return x;
+	return steal_find_slow(w, patient, false);
 }
 
 /*
@@ -1326,66 +1343,92 @@ static int accept_worker(struct ao_worker *w, bool blocking, bool can_inline)
 	return ACCEPT_QUEUE;
 }
 
-static inline __attribute__((always_inline)) int
-submit(struct ao_exec *ex, struct ao_work *work, bool blocking)
+/* exec_notify(), then 0: a tail call for submit(). */
+static __attribute__((noinline)) int notify_ret(struct ao_exec *ex)
 {
-	struct ao_worker *w;
-	int r;
+	exec_notify(ex);
+	return 0;
+}
 
-	if (unlikely(!ex || !work || !work->fn))
-		return -EINVAL;
-	w = worker_of(ex);
-	if (w) {
-		/* The common case inline (accept_worker() has it all):
-		 * not stopping, and unbounded or holding a slot. */
-		if (likely(!LOAD(ex->stopping) &&
-			   (!ex->capacity || w->credit > 0))) {
-			if (ex->capacity)
-				w->credit--;
-			OWN_INC(w->sub); /* before the push (see run_item()) */
-			if (push_local(w, work))
-				exec_notify(ex); /* see below */
-			return 0;
-		}
-		r = accept_worker(w, blocking, true);
-		if (r < 0)
-			return r;
-		if (r == ACCEPT_INLINE) {
-			w->depth++;
-			OWN_INC(w->inlined);
-			work->fn(work);
-			w->depth--;
-			return 0;
-		}
-		/* Only a push onto an empty queue needs a notify.  Whoever
-		 * made the queue non-empty did one, which left some worker
-		 * awake (woken, searching, or all of them busy), and an
-		 * awake worker re-checks every queue before it parks, so
-		 * while the queue stays non-empty one of them is bound to
-		 * come to it and take this item too (the inbox is taken
-		 * whole; a ring is stolen from or popped).  A stale size
-		 * that hides an emptied queue is no hole either: whoever
-		 * emptied it is awake.  This spares a producer that keeps
-		 * a queue fed the fence and, above all, the futex wakes. */
-		if (push_local(w, work))
-			exec_notify(ex);
+/* A worker's submit past the common case: stopping, or bounded without
+ * a slot in hand (see accept_worker()). */
+static __attribute__((noinline)) int
+submit_worker_slow(struct ao_worker *w, struct ao_work *work, bool blocking)
+{
+	int r = accept_worker(w, blocking, true);
+
+	if (r < 0)
+		return r;
+	if (r == ACCEPT_INLINE) {
+		w->depth++;
+		OWN_INC(w->inlined);
+		work->fn(work);
+		w->depth--;
 		return 0;
 	}
-	r = accept_external(ex, blocking); /* counts the call in */
+	if (push_local(w, work))
+		exec_notify(w->ex); /* see submit() */
+	return 0;
+}
+
+/* A submit from outside ex's workers. */
+static __attribute__((noinline)) int
+submit_external(struct ao_exec *ex, struct ao_work *work, bool blocking)
+{
+	int r = accept_external(ex, blocking); /* counts the call in */
+
 	if (!r && queue_push_one(&ex->q, work))
-		exec_notify(ex); /* on an empty inbox only: see above */
+		exec_notify(ex); /* on an empty inbox only: see submit() */
 	ext_leave(ex);
 	return r;
 }
 
+static inline __attribute__((always_inline)) int
+submit(struct ao_exec *ex, struct ao_work *work, bool try)
+{
+	struct ao_worker *w = cur_worker;
+	bool blocking;
+
+	/*
+	 * One of ex's own workers, not stopping, unbounded or holding a
+	 * slot: the common case, with nothing else on its path (no stack
+	 * frame; the notify is a tail call).
+	 *
+	 * Only a push onto an empty queue needs a notify.  Whoever made the
+	 * queue non-empty did one, which left some worker awake (woken,
+	 * searching, or all of them busy), and an awake worker re-checks
+	 * every queue before it parks, so while the queue stays non-empty
+	 * one of them is bound to come to it and take this item too (the
+	 * inbox is taken whole; a ring is stolen from or popped).  A stale
+	 * size that hides an emptied queue is no hole either: whoever
+	 * emptied it is awake.  This spares a producer that keeps a queue
+	 * fed the fence and, above all, the futex wakes.
+	 */
+	if (likely(w && w->ex == ex && work && work->fn &&
+		   !LOAD(ex->stopping) && (!ex->capacity || w->credit > 0))) {
+		if (ex->capacity)
+			w->credit--;
+		OWN_INC(w->sub); /* before the push (see run_item()) */
+		if (push_local(w, work))
+			return notify_ret(ex);
+		return 0;
+	}
+	if (unlikely(!ex || !work || !work->fn))
+		return -EINVAL;
+	blocking = !try && ex->cfg.policy == AO_EXEC_BLOCK;
+	if (w && w->ex == ex)
+		return submit_worker_slow(w, work, blocking);
+	return submit_external(ex, work, blocking);
+}
+
 int ao_exec_submit(struct ao_exec *ex, struct ao_work *work)
 {
-	return submit(ex, work, ex && ex->cfg.policy == AO_EXEC_BLOCK);
+	return submit(ex, work, false);
 }
 
 int ao_exec_try_submit(struct ao_exec *ex, struct ao_work *work)
 {
-	return submit(ex, work, false);
+	return submit(ex, work, true);
 }
 
 bool ao_exec_run_one(struct ao_exec *ex)
