@@ -8,7 +8,8 @@
  *			baseline taken just before the pool exists
  *	W2 unbalanced	20,000 tasks, 1% spin ~1 ms and 99% ~2 us, all
  *			submitted by one task on a worker: makespan against
- *			the ideal (the serial time of the same spins / workers)
+ *			the ideal (the serial time of the same spins / workers,
+ *			measured beside each round: see w2_round_serial())
  *	W3 nested	every task spawns two children, to depth 18 (~512k
  *			tasks), from inside the workers: tasks/s
  *	W4 wake		one task submitted to a pool idle for 10 ms: submit
@@ -844,10 +845,14 @@ struct cell {
 	size_t nsamples;
 	double stolen, inlined, parks, notifies, overflowed; /* per run */
 	double share[64];
+	int round[64]; /* the round each ok run was in */
 };
 
 static struct cell cells[NWORK][NPOOLS];
-static double w2_ideal_ns;
+static int cur_round;
+/* W2: the serial time of the spins before round r (w2_serial[r]) and after
+ * the last (w2_serial[runs]); see w2_round_serial(). */
+static double w2_serial[65];
 
 static void run_cell(int w, int pool, long samples)
 {
@@ -920,6 +925,7 @@ static void run_cell(int w, int pool, long samples)
 		c->own[c->ok] = r.cpu_own;
 		c->bg[c->ok] = r.runq;
 		c->cpt[c->ok] = r.cpu_per_task;
+		c->round[c->ok] = cur_round;
 		c->ok++;
 		c->share[c->ok - 1] = r.share_min;
 		c->stolen += (double)r.st.stolen;
@@ -1142,42 +1148,69 @@ static void report_rate(int w, const char *title)
 	}
 }
 
+/* Round r's ideal W2 makespan: the faster of the serial runs just before
+ * and just after it, / workers. */
+static double w2_round_ideal(int r)
+{
+	double a = w2_serial[r], b = w2_serial[r + 1];
+
+	return (a < b ? a : b) / nworkers;
+}
+
+/* A W2 cell's makespans as ratios to their own rounds' ideals. */
+static struct stat3 w2_ratios(int p)
+{
+	struct cell *c = &cells[W2][p];
+	double x[64];
+
+	for (int i = 0; i < c->ok; i++)
+		x[i] = ratio(c->v[i], w2_round_ideal(c->round[i]));
+	return stat3(x, c->ok);
+}
+
 static void report_w2(void)
 {
 	char note[160];
+	struct stat3 ideal;
+	double v[64];
 
 	if (!any_runs(W2))
 		return;
+	for (int r = 0; r < opts.runs; r++)
+		v[r] = w2_round_ideal(r);
+	ideal = stat3(v, opts.runs);
 	if (!opts.json) {
 		printf("\nW2 unbalanced: %ld tasks (1%% %.1f ms, 99%% %.1f us) "
-		       "from one worker; ideal %.2f ms (serial %.2f ms / %u)\n",
+		       "from one worker; ideal %.2f ms [%.2f, %.2f] (serial / "
+		       "%u, measured beside each round; x: each run against "
+		       "its round's)\n",
 		       w2_tasks, W2_LONG_NS / 1e6, W2_SHORT_NS / 1e3,
-		       w2_ideal_ns / 1e6, w2_ideal_ns * nworkers / 1e6,
+		       ideal.med / 1e6, ideal.min / 1e6, ideal.max / 1e6,
 		       nworkers);
 		printf("%-12s %8s %8s %8s %7s %7s %7s  %s\n", "pool", "ms",
 		       "min", "max", "xideal", "minx", "maxx", "notes");
 	}
 	for (int p = 0; p < NPOOLS; p++) {
 		struct cell *c = &cells[W2][p];
-		struct stat3 s = stat3(c->v, c->ok);
+		struct stat3 s = stat3(c->v, c->ok), x = w2_ratios(p);
 
 		if (!c->runs)
 			continue;
 		if (opts.json) {
 			json_cell_common(W2, p);
 			json_stat("makespan_ns", s);
-			bench_json_num("ideal_ns", w2_ideal_ns);
-			bench_json_num("vs_ideal", ratio(s.med, w2_ideal_ns));
+			bench_json_num("ideal_ns", ideal.med);
+			bench_json_num("vs_ideal", x.med);
+			bench_json_num("vs_ideal_min", x.min);
+			bench_json_num("vs_ideal_max", x.max);
 			bench_json_end();
 			continue;
 		}
 		printf("%-12s", pools[p].name);
 		if (c->ok)
 			printf(" %8.2f %8.2f %8.2f %6.3fx %6.3fx %6.3fx",
-			       s.med / 1e6, s.min / 1e6, s.max / 1e6,
-			       ratio(s.med, w2_ideal_ns),
-			       ratio(s.min, w2_ideal_ns),
-			       ratio(s.max, w2_ideal_ns));
+			       s.med / 1e6, s.min / 1e6, s.max / 1e6, x.med,
+			       x.min, x.max);
 		else
 			printf(" %8s %8s %8s %7s %7s %7s", "-", "-", "-", "",
 			       "", "");
@@ -1360,8 +1393,8 @@ static void targets(void)
 	for (int i = 0; i < 4; i++) {
 		int p = ao[i];
 
-		have = cell_ok(W2, p) && w2_ideal_ns > 0;
-		x = have ? ratio(med(W2, p), w2_ideal_ns) : 0;
+		have = cell_ok(W2, p);
+		x = have ? w2_ratios(p).med : 0;
 		snprintf(name, sizeof(name), "W2 %s <= 1.05x ideal",
 			 pools[p].name);
 		target(name, have, x <= 1.05, x, 1.05, "%.3fx", x);
@@ -1369,7 +1402,7 @@ static void targets(void)
 	if (!opts.json && cell_ok(W2, P_SPLIT))
 		printf("  (machine: floor-split, the work split in advance, "
 		       "no pool, %.3fx ideal)\n",
-		       ratio(med(W2, P_SPLIT), w2_ideal_ns));
+		       w2_ratios(P_SPLIT).med);
 	for (int i = 0; i < 4; i++) {
 		int p = ao[i];
 
@@ -1422,21 +1455,28 @@ static double loadavg(void)
 	return l;
 }
 
-/* The ideal W2 makespan: the same spins run serially here, / workers. */
-static void w2_measure_ideal(void)
+/*
+ * W2's total work: the same spins run serially here, once before each round
+ * and once after the last.  This VM's speed moves by 2x from minute to
+ * minute, so one serial figure taken at the start is stale by the last
+ * round; each run is held against the faster of the serial runs on either
+ * side of its round (the smaller ideal: the stricter of the two).
+ */
+static void w2_round_serial(int r)
 {
-	double best = 0;
+	uint64_t t = bench_now_ns();
 
-	for (int r = 0; r < 3; r++) {
-		uint64_t t = bench_now_ns();
+	for (long i = 0; i < w2_tasks; i++)
+		bench_spin_ns(w2_spins[i]);
+	w2_serial[r] = (double)(bench_now_ns() - t);
+}
 
-		for (long i = 0; i < w2_tasks; i++)
-			bench_spin_ns(w2_spins[i]);
-		t = bench_now_ns() - t;
-		if (!best || (double)t < best)
-			best = (double)t;
-	}
-	w2_ideal_ns = best / nworkers;
+static bool w2_selected(void)
+{
+	for (int p = 0; p < NPOOLS; p++)
+		if (selected(W2, p))
+			return true;
+	return false;
 }
 
 int main(int argc, char **argv)
@@ -1474,7 +1514,6 @@ int main(int argc, char **argv)
 	per_run = (w4_samples + opts.runs - 1) / opts.runs;
 	progress = !opts.json && isatty(STDERR_FILENO);
 	w2_plan();
-	w2_measure_ideal();
 
 	if (!opts.json)
 		printf("execbench: %u workers per pool, capacity %zu for the "
@@ -1495,14 +1534,21 @@ int main(int argc, char **argv)
 		       opts.quick ? " (--quick: smaller workloads)" : "");
 
 	for (int w = 0; w < NWORK; w++) {
+		bool serial = w == W2 && w2_selected();
+
 		for (int r = 0; r < opts.runs; r++) {
 			if (progress)
 				fprintf(stderr, "\r  %s run %d/%d ", wnames[w],
 					r + 1, opts.runs);
+			if (serial)
+				w2_round_serial(r);
+			cur_round = r;
 			for (int p = 0; p < NPOOLS; p++)
 				if (selected(w, p))
 					run_cell(w, p, per_run);
 		}
+		if (serial)
+			w2_round_serial(opts.runs);
 	}
 	if (progress)
 		fprintf(stderr, "\r%30s\r", "");
