@@ -765,6 +765,12 @@ static inline uint32_t worker_rand(struct ao_worker *w)
 	return (uint32_t)(w->rng >> 32);
 }
 
+/* How young an inbox a take may leave to grow: see queue_take(). */
+static inline uint64_t patience(const struct ao_exec *ex, bool patient)
+{
+	return patient ? ex->inbox_age_cycles : 0;
+}
+
 static struct ao_work *shared_find(struct ao_worker *w, bool patient)
 {
 	struct ao_exec *ex = w->ex;
@@ -777,8 +783,7 @@ static struct ao_work *shared_find(struct ao_worker *w, bool patient)
 		return x;
 	}
 	x = queue_take(&ex->q, 2 * (uint64_t)ex->nworkers, SHARED_BATCH_MAX,
-		       &w->local, &n, &hidden,
-		       patient ? ex->inbox_age_cycles : 0);
+		       &w->local, &n, &hidden, patience(ex, patient));
 	if (hidden)
 		exec_notify(ex);
 	return x;
@@ -796,7 +801,7 @@ static struct ao_work *inject_grab(struct ao_worker *w, bool patient)
 	if (room > AO_DEQUE_SIZE / 2)
 		room = AO_DEQUE_SIZE / 2;
 	x = queue_take(&ex->q, ex->nworkers, (uint64_t)room + 1, &rest, &n,
-		       &hidden, patient ? ex->inbox_age_cycles : 0);
+		       &hidden, patience(ex, patient));
 	if (!rest) {
 		if (hidden)
 			exec_notify(ex); /* see queue_take() */
@@ -862,19 +867,12 @@ steal_find_slow(struct ao_worker *w, bool patient, bool due)
 {
 	struct ao_work *x;
 
-	if (due) {
+	if (due)
 		w->tick = GLOBAL_INTERVAL - 1;
-		x = inject_grab(w, patient);
-		if (x)
-			return x;
-		x = ao_deque_pop(&w->dq);
-		if (x)
-			return x;
-	}
 	x = inject_grab(w, patient);
-	if (x)
-		return x;
-	return steal_any(w);
+	if (!x && due)
+		x = ao_deque_pop(&w->dq);
+	return x ? x : steal_any(w);
 }
 
 static inline __attribute__((always_inline)) struct ao_work *
@@ -1386,7 +1384,7 @@ submit_external(struct ao_exec *ex, struct ao_work *work, bool blocking)
 static inline __attribute__((always_inline)) int
 submit(struct ao_exec *ex, struct ao_work *work, bool try)
 {
-	struct ao_worker *w = cur_worker;
+	struct ao_worker *w = worker_of(ex);
 	bool blocking;
 
 	/*
@@ -1404,8 +1402,8 @@ submit(struct ao_exec *ex, struct ao_work *work, bool try)
 	 * emptied it is awake.  This spares a producer that keeps a queue
 	 * fed the fence and, above all, the futex wakes.
 	 */
-	if (likely(w && w->ex == ex && work && work->fn &&
-		   !LOAD(ex->stopping) && (!ex->capacity || w->credit > 0))) {
+	if (likely(w && work && work->fn && !LOAD(ex->stopping) &&
+		   (!ex->capacity || w->credit > 0))) {
 		if (ex->capacity)
 			w->credit--;
 		OWN_INC(w->sub); /* before the push (see run_item()) */
@@ -1416,7 +1414,7 @@ submit(struct ao_exec *ex, struct ao_work *work, bool try)
 	if (unlikely(!ex || !work || !work->fn))
 		return -EINVAL;
 	blocking = !try && ex->cfg.policy == AO_EXEC_BLOCK;
-	if (w && w->ex == ex)
+	if (w)
 		return submit_worker_slow(w, work, blocking);
 	return submit_external(ex, work, blocking);
 }
