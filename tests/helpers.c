@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Test helpers (may use anything: they are not the library). */
+#include <dirent.h>
 #include <errno.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -214,4 +215,38 @@ int t_cl_read(int fd, void *p, size_t n)
 		n -= (size_t)r;
 	}
 	return 0;
+}
+
+void t_replay_corpus(const char *name, int (*fn)(const uint8_t *, size_t))
+{
+	char dir[512], path[1024];
+	const char *slash = strrchr(__FILE__, '/');
+	struct dirent *de;
+	unsigned int n = 0;
+	DIR *d;
+
+	/* __FILE__ is tests/helpers.c as make compiles it. */
+	snprintf(dir, sizeof(dir), "%.*sfuzz/corpus/%s",
+		 slash ? (int)(slash - __FILE__ + 1) : 0, __FILE__, name);
+	d = opendir(dir);
+	if (!d)
+		fail_msg("%s: %s (run from the source tree)", dir,
+			 strerror(errno));
+	while ((de = readdir(d))) {
+		static uint8_t buf[1 << 16];
+		size_t len;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		f = fopen(path, "rb");
+		assert_non_null(f);
+		len = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		fn(buf, len);
+		n++;
+	}
+	closedir(d);
+	assert_true(n > 0);
 }

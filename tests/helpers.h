@@ -58,4 +58,7 @@ void t_cl_write(int fd, const void *p, size_t n);
 /* Read exactly n bytes; 0, or -1 on EOF, error or timeout. */
 int t_cl_read(int fd, void *p, size_t n);
 
+/* Feed every file of tests/fuzz/corpus/<name>/ to fn; asserts there is one. */
+void t_replay_corpus(const char *name, int (*fn)(const uint8_t *, size_t));
+
 #endif /* AORTA_TESTS_HELPERS_H */

@@ -5,14 +5,10 @@
  * same harnesses (tests/fuzz/fuzz_{framer,proto,load}.c, compiled in with
  * their checks turned into CMocka assertions) against the library and the
  * tools as make check builds them, sanitizers included.  ao-echo's
- * command line is fuzzed only by libFuzzer (tests/fuzz/fuzz_echo.c): its
+ * command line has a runner of its own, tests/test_fuzz_echo.c: its
  * parser shares names with ao-load's, which this runner compiles in.
  */
-#include <dirent.h>
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stdint.h>
 #include "helpers.h"
 
 #define FUZZ_CHECK(cond) assert_true(cond)
@@ -100,57 +96,22 @@ static void test_load_crashes(void **state)
 	fuzz_load(crash_load_double_flip, sizeof(crash_load_double_flip));
 }
 
-/* Replay every file of tests/fuzz/corpus/<name>/ through fn. */
-static void replay_corpus(const char *name, int (*fn)(const uint8_t *, size_t))
-{
-	char dir[512], path[1024];
-	const char *slash = strrchr(__FILE__, '/');
-	struct dirent *de;
-	unsigned int n = 0;
-	DIR *d;
-
-	/* __FILE__ is tests/test_fuzz_regress.c as make compiles it. */
-	snprintf(dir, sizeof(dir), "%.*sfuzz/corpus/%s",
-		 slash ? (int)(slash - __FILE__ + 1) : 0, __FILE__, name);
-	d = opendir(dir);
-	if (!d)
-		fail_msg("%s: %s (run from the source tree)", dir,
-			 strerror(errno));
-	while ((de = readdir(d))) {
-		static uint8_t buf[1 << 16];
-		size_t len;
-		FILE *f;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		f = fopen(path, "rb");
-		assert_non_null(f);
-		len = fread(buf, 1, sizeof(buf), f);
-		fclose(f);
-		fn(buf, len);
-		n++;
-	}
-	closedir(d);
-	assert_true(n > 0);
-}
-
 static void test_corpus_framer(void **state)
 {
 	(void)state;
-	replay_corpus("framer", fuzz_framer);
+	t_replay_corpus("framer", fuzz_framer);
 }
 
 static void test_corpus_proto(void **state)
 {
 	(void)state;
-	replay_corpus("proto", fuzz_proto);
+	t_replay_corpus("proto", fuzz_proto);
 }
 
 static void test_corpus_load(void **state)
 {
 	(void)state;
-	replay_corpus("load", fuzz_load);
+	t_replay_corpus("load", fuzz_load);
 }
 
 int main(void)

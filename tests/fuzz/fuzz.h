@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared bits of the libFuzzer targets: a check that aborts with the
- * failed condition (libFuzzer then saves the input; the CMocka replay in
- * tests/test_fuzz_regress.c defines its own), and a small PRNG that
- * an input seeds, for choices (chunk sizes, failures) that must replay
- * exactly from the same input.
+ * failed condition (libFuzzer then saves the input; the CMocka replays in
+ * tests/test_fuzz_regress.c and test_fuzz_echo.c define their own), and a
+ * small PRNG that an input seeds, for choices (chunk sizes, failures) that
+ * must replay exactly from the same input.
  */
 #ifndef AORTA_TESTS_FUZZ_H
 #define AORTA_TESTS_FUZZ_H

@@ -11,7 +11,8 @@
 # adds to it; the source tree is never written) and crash files.  Exits
 # non-zero if a target crashes or fails a check, after printing the path
 # of the input that did it: replay it with `OUT_DIR/fuzz/fuzz_<target>
-# FILE`, and keep it as a regression in tests/test_fuzz_regress.c.
+# FILE`, and keep it as a regression in tests/test_fuzz_regress.c
+# (ao-echo's command line: tests/test_fuzz_echo.c).
 set -u
 
 out=${1:?usage: run.sh OUT_DIR [FUZZ_TIME]}
