@@ -116,6 +116,13 @@ long bench_rss_kib(void)
 	return status_kib("VmRSS:");
 }
 
+double bench_loadavg(void)
+{
+	double l;
+
+	return getloadavg(&l, 1) == 1 ? l : -1;
+}
+
 int bench_pin(int cpu)
 {
 	cpu_set_t allowed, one;

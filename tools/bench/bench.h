@@ -35,6 +35,7 @@ uint64_t bench_proc_cpu_ns(void); /* this process, user + system */
 uint64_t bench_thread_cpu_ns(void); /* this thread, user + system */
 long bench_peak_rss_kib(void); /* VmHWM */
 long bench_rss_kib(void); /* VmRSS */
+double bench_loadavg(void); /* 1-minute load average, -1 if unknown */
 
 /* Pin the calling thread to cpu (mod the CPUs we may use); 0 or -errno. */
 int bench_pin(int cpu);

@@ -1489,20 +1489,6 @@ static void targets(void)
 	}
 }
 
-/* The 1-minute load average: how busy the shared machine was. */
-static double loadavg(void)
-{
-	double l = -1;
-	FILE *f = fopen("/proc/loadavg", "r");
-
-	if (f) {
-		if (fscanf(f, "%lf", &l) != 1)
-			l = -1;
-		fclose(f);
-	}
-	return l;
-}
-
 static int need(const char *path, const char *what, const char *hint)
 {
 	if (!access(path, X_OK))
@@ -1518,7 +1504,7 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	struct rlimit rl;
 	bool quick = false, progress;
-	double t_start = now_s(), load0 = loadavg();
+	double t_start = now_s(), load0 = bench_loadavg();
 	char scpus[64] = "-", lcpus[64] = "-";
 	int r, stop_bad = 0, noisy_cells = 0;
 
@@ -1663,7 +1649,7 @@ int main(int argc, char **argv)
 		bench_json_int("noisy_cells", noisy_cells);
 		bench_json_num("seconds_total", now_s() - t_start);
 		bench_json_num("loadavg_start", load0);
-		bench_json_num("loadavg_end", loadavg());
+		bench_json_num("loadavg_end", bench_loadavg());
 		bench_json_end();
 	} else {
 		printf("\n%d target%s missed; %d run%s failed to run; %d "
@@ -1674,7 +1660,7 @@ int main(int argc, char **argv)
 		       failed_runs == 1 ? "" : "s", stop_bad,
 		       stop_bad == 1 ? "" : "s", noisy_cells,
 		       noisy_cells == 1 ? "" : "s", noise_max,
-		       now_s() - t_start, load0, loadavg());
+		       now_s() - t_start, load0, bench_loadavg());
 	}
 	return failed_runs ? 1 : 0;
 }

@@ -1441,20 +1441,6 @@ static void targets(void)
 	}
 }
 
-/* The 1-minute load average: how busy the shared machine was. */
-static double loadavg(void)
-{
-	double l = -1;
-	FILE *f = fopen("/proc/loadavg", "r");
-
-	if (f) {
-		if (fscanf(f, "%lf", &l) != 1)
-			l = -1;
-		fclose(f);
-	}
-	return l;
-}
-
 /*
  * W2's total work: the same spins run serially here, once before each round
  * and once after the last.  This VM's speed moves by 2x from minute to
@@ -1484,7 +1470,7 @@ int main(int argc, char **argv)
 	bool quick = false, progress;
 	long per_run;
 	uint64_t t_start = bench_now_ns();
-	double load0 = loadavg();
+	double load0 = bench_loadavg();
 
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--quick"))
@@ -1577,14 +1563,14 @@ int main(int argc, char **argv)
 		bench_json_num("seconds",
 			       (double)(bench_now_ns() - t_start) / 1e9);
 		bench_json_num("loadavg_start", load0);
-		bench_json_num("loadavg_end", loadavg());
+		bench_json_num("loadavg_end", bench_loadavg());
 		bench_json_end();
 	} else {
 		printf("\n%d target%s missed; %.1f s in all; load average "
 		       "%.2f at the start, %.2f at the end\n",
 		       misses, misses == 1 ? "" : "s",
 		       (double)(bench_now_ns() - t_start) / 1e9, load0,
-		       loadavg());
+		       bench_loadavg());
 	}
 	return 0;
 }
