@@ -76,7 +76,8 @@ struct ao_timer {
 
 /* Flags of ao_timer_arm_periodic(). */
 #define AO_TIMER_CATCHUP 0x1u /* run late ticks back to back, none skipped */
-#define AO_TIMER_PRECISE 0x2u /* sleep until shortly before each deadline,
+#define AO_TIMER_PRECISE \
+	0x2u /* sleep until shortly before each deadline,
 			       * then spin to it (see the README) */
 
 /* Periods are kept in multiples of this many nanoseconds (rounded to the
@@ -93,10 +94,10 @@ struct ao_timers_config {
 				  * deadline; 0: AO_TIMERS_DEFAULT_PRECISE_NS */
 };
 
-#define AO_TIMERS_CONFIG_INIT                                             \
-	{                                                                 \
-		.exec = NULL, .test_clock = false, .test_start_ns = 0,    \
-		.slack_ns = 0, .precise_max_ns = 0,                       \
+#define AO_TIMERS_CONFIG_INIT                                          \
+	{                                                              \
+		.exec = NULL, .test_clock = false, .test_start_ns = 0, \
+		.slack_ns = 0, .precise_max_ns = 0,                    \
 	}
 
 /* Timer slack of a worker sleeping until a deadline (the kernel's default
