@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <aorta/compiler.h>
+#include <aorta/core/call.h>
 #include <aorta/core/work.h>
 #include <aorta/sync/spinlock.h>
 
@@ -53,6 +54,11 @@ AO_API int ao_strand_destroy(struct ao_strand *s);
 AO_API int ao_strand_submit(struct ao_strand *s, struct ao_work *work);
 /* Queue an item if the executor has room now; never blocks. */
 AO_API int ao_strand_try_submit(struct ao_strand *s, struct ao_work *work);
+/* Queue fn(arg) on the strand, in order with its items (core/call.h).
+ * Refused: fn is not run and arg not touched. */
+AO_API int ao_strand_call(struct ao_strand *s, ao_call_fn fn, void *arg);
+/* Same, but never blocks. */
+AO_API int ao_strand_try_call(struct ao_strand *s, ao_call_fn fn, void *arg);
 /* Items per turn (at least 1) before other work gets the worker. */
 AO_API void ao_strand_set_batch(struct ao_strand *s, unsigned int batch);
 /* True if nothing is queued on or running in the strand (a snapshot). */
