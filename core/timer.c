@@ -288,7 +288,7 @@ static inline uint64_t next_enc(uint64_t time, bool precise)
 {
 	if (time >= NO_TIME >> 1)
 		return NO_TIME;
-	return time << 1 | !precise;
+	return time << 1 | (precise ? 0 : 1);
 }
 
 static inline uint64_t ts_clock(const struct ao_timers *ts)
