@@ -360,20 +360,37 @@ deps:
 # ---------------------------------------------------------------------------
 # Install
 
-includedir := $(PREFIX)/include
-libdir := $(PREFIX)/lib
-pcdir := $(libdir)/pkgconfig
+# GNU-style directories; each may be set on the command line
+# (libdir=/usr/lib/x86_64-linux-gnu, say).
+includedir ?= $(PREFIX)/include
+libdir ?= $(PREFIX)/lib
+pcdir ?= $(libdir)/pkgconfig
 hdr-roots := arch/include arch/$(SRCARCH)/include sync/include \
 	     core/include io/include $(out)include/generated
 
-$(out)aorta.pc: Makefile $(flags-file)
-	@echo '  GEN     $@'
-	@printf 'prefix=$(PREFIX)\nexec_prefix=$${prefix}\n\
-libdir=$${exec_prefix}/lib\nincludedir=$${prefix}/include\n\n\
-Name: aorta\nDescription: game-server runtime: adaptive locks, \
-executors, buffer pool, io_uring front end\nVersion: $(VERSION)\n\
-Cflags: -I$${includedir} -pthread\nLibs: -L$${libdir} -laorta\n\
-Libs.private: $(lib-libs)\n' > $@
+# aorta.pc says where install puts things, so it is rewritten whenever
+# PREFIX or a directory changes (and only then), not just once per build.
+# A directory under PREFIX is written relative to ${prefix} (or $(2)).
+pc-rel = $(patsubst $(PREFIX)/%,$${$(or $(2),prefix)}/%,$(1))
+define AO_PC_TEXT
+prefix=$(PREFIX)
+exec_prefix=$${prefix}
+libdir=$(call pc-rel,$(libdir),exec_prefix)
+includedir=$(call pc-rel,$(includedir))
+
+Name: aorta
+Description: game-server runtime: adaptive locks, executors, buffer pool, io_uring front end
+Version: $(VERSION)
+Cflags: -I$${includedir} -pthread
+Libs: -L$${libdir} -laorta
+Libs.private: $(lib-libs)
+endef
+export AO_PC_TEXT
+$(out)aorta.pc: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' "$$AO_PC_TEXT" > $@.tmp; \
+	 if cmp -s $@.tmp $@; then rm -f $@.tmp; \
+	 else mv $@.tmp $@; echo '  GEN     $@'; fi
 
 PHONY += install uninstall
 install: all $(out)aorta.pc
@@ -410,7 +427,7 @@ clean:
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
 		$(baseline-progs) $(tool-bins) \
 		$(out)tests/*.log
-	$(Q)rm -rf $(out)include/generated $(out)tests/install-root
+	$(Q)rm -rf $(out)include/generated $(out)tests/install-root*
 
 distclean: clean
 	$(Q)rm -rf build build-*
