@@ -247,6 +247,7 @@ check: deps
 check-run: $(test-bins) $(tool-bins)
 ifeq ($(SANITIZE),)
 	$(Q)sh tests/symbols-test.sh "$(out)"
+	$(Q)$(MAKE) mancheck
 	$(Q)$(MAKE) installcheck
 endif
 	$(Q)AO_TOOLS_DIR="$(abspath $(out)tools)" sh tests/run-tests.sh \
@@ -254,6 +255,12 @@ endif
 
 installcheck: all
 	$(Q)sh tests/install-test.sh "$(MAKE)" "$(out)"
+
+# The manual pages: lint, a page per public function and per tool (the
+# tools are listed below, where tool-bins is defined).
+PHONY += mancheck
+mancheck: $(lib-so)
+	$(Q)sh tests/man-test.sh "$(out)" "$(SRCARCH)" "$(man-tools)"
 
 # ---------------------------------------------------------------------------
 # Benchmarks and tools.
@@ -296,6 +303,7 @@ $(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
 
 PHONY += tools
 tools: $(tool-bins)
+man-tools := $(notdir $(tool-bins))
 
 # check-run's own rule comes before tool-bins is defined, where it read as
 # empty: the tools it runs are its prerequisites from here.
@@ -335,7 +343,7 @@ verify:
 # ---------------------------------------------------------------------------
 # Dependencies: install the Debian packages that are missing, and only those.
 
-DEPS_PKGS := liburing-dev libcmocka-dev pkg-config
+DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc
 ifneq ($(filter 1 2,$(C)),)
 DEPS_PKGS += sparse
 endif
@@ -449,6 +457,8 @@ help:
 	@echo '  tests           - build the tests without running them'
 	@echo '  installcheck    - install into a scratch root and build a'
 	@echo '                    program against it with pkg-config'
+	@echo '  mancheck        - lint man/ and check every public function'
+	@echo '                    and tool has a page'
 	@echo '  bench           - build the benchmarks in tools/bench (and'
 	@echo '                    the tools echobench runs)'
 	@echo '  tools           - build the programs in tools/<name>/ (ao-<name>)'
