@@ -254,7 +254,8 @@ endif
 		$(test-bins)
 
 installcheck: all
-	$(Q)sh tests/install-test.sh "$(MAKE)" "$(out)"
+	$(Q)AO_TOOLS="$(man-tools)" AO_MAN="$(man-pages:man/%=%)" \
+		sh tests/install-test.sh "$(MAKE)" "$(out)"
 
 # The manual pages: lint, a page per public function and per tool (the
 # tools are listed below, where tool-bins is defined).
@@ -370,11 +371,23 @@ deps:
 
 # GNU-style directories; each may be set on the command line
 # (libdir=/usr/lib/x86_64-linux-gnu, say).
+bindir ?= $(PREFIX)/bin
 includedir ?= $(PREFIX)/include
 libdir ?= $(PREFIX)/lib
 pcdir ?= $(libdir)/pkgconfig
+mandir ?= $(PREFIX)/share/man
+
+# What install puts where, listed once so that uninstall removes exactly
+# that: headers as root:aorta/path.h, the tools, the manual pages.
 hdr-roots := arch/include arch/$(SRCARCH)/include sync/include \
-	     core/include io/include $(out)include/generated
+	     core/include io/include
+hdr-pairs := $(foreach r,$(hdr-roots),$(foreach h,$(sort $(wildcard \
+	     $(r)/aorta/*.h $(r)/aorta/*/*.h)),$(r):$(h:$(r)/%=%))) \
+	     $(out)include/generated:aorta/config.h
+hdr-installed := $(foreach p,$(hdr-pairs),$(lastword $(subst :, ,$(p))))
+lib-installed := libaorta.a libaorta.so.$(VERSION) \
+		 libaorta.so.$(SOVERSION) libaorta.so
+man-pages := $(sort $(wildcard man/man[1-9]/*.[1-9]))
 
 # aorta.pc says where install puts things, so it is rewritten whenever
 # PREFIX or a directory changes (and only then), not just once per build.
@@ -401,16 +414,13 @@ $(out)aorta.pc: FORCE
 	 else mv $@.tmp $@; echo '  GEN     $@'; fi
 
 PHONY += install uninstall
-install: all $(out)aorta.pc
+install: all $(tool-bins) $(out)aorta.pc
 	@echo '  INSTALL $(DESTDIR)$(PREFIX)'
 	$(Q)$(INSTALL) -d $(DESTDIR)$(includedir) $(DESTDIR)$(libdir) \
-		$(DESTDIR)$(pcdir)
-	$(Q)for d in $(hdr-roots); do \
-		[ -d $$d/aorta ] || continue; \
-		(cd $$d && find aorta -name '*.h') | while read h; do \
-			$(INSTALL) -D -m 644 $$d/$$h \
-				$(DESTDIR)$(includedir)/$$h; \
-		done; \
+		$(DESTDIR)$(pcdir) $(DESTDIR)$(bindir)
+	$(Q)for p in $(hdr-pairs); do \
+		$(INSTALL) -D -m 644 $${p%%:*}/$${p#*:} \
+			$(DESTDIR)$(includedir)/$${p#*:}; \
 	done
 	$(Q)$(INSTALL) -m 644 $(lib-a) $(DESTDIR)$(libdir)/
 	$(Q)$(INSTALL) -m 755 $(lib-so) $(DESTDIR)$(libdir)/
@@ -418,10 +428,23 @@ install: all $(out)aorta.pc
 		$(DESTDIR)$(libdir)/libaorta.so.$(SOVERSION)
 	$(Q)ln -sf libaorta.so.$(SOVERSION) $(DESTDIR)$(libdir)/libaorta.so
 	$(Q)$(INSTALL) -m 644 $(out)aorta.pc $(DESTDIR)$(pcdir)/
+	$(Q)$(INSTALL) -m 755 $(tool-bins) $(DESTDIR)$(bindir)/
+	$(Q)for m in $(man-pages); do \
+		$(INSTALL) -D -m 644 $$m $(DESTDIR)$(mandir)/$${m#man/}; \
+	done
 
+# Exactly what install put there (and the aorta/ header folders, once
+# empty); nothing else in those folders is touched.
 uninstall:
-	$(Q)rm -rf $(DESTDIR)$(includedir)/aorta
-	$(Q)rm -f $(DESTDIR)$(libdir)/libaorta.* $(DESTDIR)$(pcdir)/aorta.pc
+	@echo '  UNINST  $(DESTDIR)$(PREFIX)'
+	$(Q)rm -f $(addprefix $(DESTDIR)$(includedir)/,$(hdr-installed)) \
+		$(addprefix $(DESTDIR)$(libdir)/,$(lib-installed)) \
+		$(DESTDIR)$(pcdir)/aorta.pc \
+		$(addprefix $(DESTDIR)$(bindir)/,$(notdir $(tool-bins))) \
+		$(addprefix $(DESTDIR)$(mandir)/,$(man-pages:man/%=%))
+	$(Q)if [ -d $(DESTDIR)$(includedir)/aorta ]; then \
+		find $(DESTDIR)$(includedir)/aorta -depth -type d -empty \
+			-delete; fi
 
 # ---------------------------------------------------------------------------
 # Housekeeping
@@ -471,8 +494,10 @@ help:
 	@echo '                    for SOAK_TIME seconds (600)'
 	@echo '  verify          - model-check the lock and event count (spin)'
 	@echo '  deps            - apt-get install the packages that are missing'
-	@echo '  install         - install headers, libraries, aorta.pc'
-	@echo '                    (PREFIX=$(PREFIX) DESTDIR=)'
+	@echo '  install         - install headers, libraries, aorta.pc, the'
+	@echo '                    tools and the manual pages (PREFIX=$(PREFIX)'
+	@echo '                    DESTDIR=; bindir= libdir= includedir='
+	@echo '                    mandir= pcdir= override one folder)'
 	@echo '  uninstall       - remove what install put there'
 	@echo '  format          - clang-format every C file in place'
 	@echo '  format-check    - fail if a C file is not in the project style'
