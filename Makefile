@@ -250,8 +250,9 @@ ifeq ($(SANITIZE),)
 	$(Q)$(MAKE) mancheck
 	$(Q)$(MAKE) installcheck
 endif
-	$(Q)AO_TOOLS_DIR="$(abspath $(out)tools)" sh tests/run-tests.sh \
-		$(test-bins)
+	$(Q)AO_TOOLS_DIR="$(abspath $(out)tools)" \
+		AO_EXAMPLES_DIR="$(abspath $(out)examples)" \
+		sh tests/run-tests.sh $(test-bins)
 
 installcheck: all
 	$(Q)AO_TOOLS="$(man-tools)" AO_MAN="$(man-pages:man/%=%)" \
@@ -309,6 +310,20 @@ man-tools := $(notdir $(tool-bins))
 # check-run's own rule comes before tool-bins is defined, where it read as
 # empty: the tools it runs are its prerequisites from here.
 check-run: $(tool-bins)
+
+# ---------------------------------------------------------------------------
+# Examples: each examples/<name>.c is a complete program, built into
+# $(out)examples/<name> (tests/test_examples.c runs each for a moment).
+
+example-srcs	:= $(sort $(wildcard examples/*.c))
+example-bins	:= $(patsubst %.c,$(out)%,$(example-srcs))
+
+$(example-bins): $(out)examples/%: $(out)examples/%.o $(lib-a)
+	$(call cmd,ld_prog)
+
+PHONY += examples
+examples: $(example-bins)
+check-run: $(example-bins)
 
 PHONY += bench demo
 # echobench drives ao-echo and ao-load: the tools come with the benchmarks.
@@ -456,8 +471,8 @@ clean:
 		-not -path './.git/*' -delete 2>/dev/null || true
 	$(Q)rm -f $(lib-a) $(lib-so) $(lib-so-links) $(out)libaorta.map \
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
-		$(baseline-progs) $(tool-bins) \
-		$(out)tests/*.log
+		$(baseline-progs) $(tool-bins) $(example-bins) \
+		$(out)tests/*.log $(out)tests/install-smoke*
 	$(Q)rm -rf $(out)include/generated $(out)tests/install-root*
 
 distclean: clean
@@ -485,6 +500,7 @@ help:
 	@echo '  bench           - build the benchmarks in tools/bench (and'
 	@echo '                    the tools echobench runs)'
 	@echo '  tools           - build the programs in tools/<name>/ (ao-<name>)'
+	@echo '  examples        - build the programs in examples/'
 	@echo '  demo            - the quick-start demo: ao-echo under ao-load'
 	@echo '                    for DEMO_TIME (10s), then the latency plot'
 	@echo '  plot            - render the last demo latency CSV (gnuplot)'
@@ -527,5 +543,6 @@ FORCE:
 
 -include $(lib-objs:.o=.d) $(test-bins:=.d) $(test-helpers:.o=.d) \
 	 $(bench-bins:=.d) $(bench-common:.o=.d) $(baseline-progs:=.d) \
+	 $(example-bins:=.d) \
 	 $(foreach t,$(tool-dirs),$(patsubst %.c,$(out)%.d, \
 	 $(wildcard tools/$(t)/*.c)))
