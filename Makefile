@@ -132,11 +132,13 @@ KBUILD_CFLAGS += $(san-cflags-$(SANITIZE)) -O1
 KBUILD_LDFLAGS += $(san-cflags-$(SANITIZE))
 endif
 
-c_flags = $(KBUILD_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -MF $(@:.o=.d)
+c_flags = $(KBUILD_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) \
+	  -MMD -MP -MF $(@:.o=.d)
 ld_flags = -pthread $(KBUILD_LDFLAGS) $(LDFLAGS)
 
 # Anything that changes the command line rebuilds every object.
-flags-sig := $(CC) $(CONFIG_URING) $(KBUILD_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) $(ld_flags)
+flags-sig := $(CC) $(CONFIG_URING) $(KBUILD_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
+	     $(EXTRA_CFLAGS) $(ld_flags)
 flags-file := $(out).aorta-flags
 
 # ---------------------------------------------------------------------------
@@ -365,12 +367,11 @@ DEPS_PKGS += sparse
 endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-PHONY += deps
-deps:
-	$(Q)if ! command -v dpkg-query >/dev/null 2>&1; then \
-		echo '  DEPS    not Debian: install $(DEPS_PKGS) yourself'; \
+# $(call install-missing,packages): apt-get install those not installed.
+install-missing = if ! command -v dpkg-query >/dev/null 2>&1; then \
+		echo '  DEPS    not Debian: install $(1) yourself'; \
 		exit 0; fi; \
-	missing=; for p in $(DEPS_PKGS); do \
+	missing=; for p in $(1); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
 			grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
@@ -380,6 +381,10 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install \
 			-y -qq $$missing >/dev/null; \
 	fi
+
+PHONY += deps
+deps:
+	$(Q)$(call install-missing,$(DEPS_PKGS))
 
 # ---------------------------------------------------------------------------
 # Install
@@ -462,6 +467,39 @@ uninstall:
 			-delete; fi
 
 # ---------------------------------------------------------------------------
+# Debian packages (debian/): libaorta0, libaorta-dev, aorta-tools.  The
+# tree (tracked and new files, not ignored ones) is copied to
+# $(out)deb/aorta-$(VERSION)/ and dpkg-buildpackage runs there, so the
+# source tree gets nothing; the packages land in $(out)deb/.
+# debcheck installs them into a scratch root (DEB_INSTALL=system: into
+# the system with apt-get, then purges them) and uses them.
+
+DEB_PKGS := dpkg-dev debhelper liburing-dev libcmocka-dev pkg-config
+deb-dir := $(out)deb
+deb-src := $(deb-dir)/aorta-$(VERSION)
+DEB_INSTALL ?= root
+
+quiet_cmd_deb = DPKG    $(deb-src)
+      cmd_deb = rm -rf $(deb-dir); mkdir -p $(deb-src); \
+		{ git ls-files -co --exclude-standard 2>/dev/null || \
+		  find . \( -name .git -o -name 'build*' \) -prune -o \
+			-type f -print; } | \
+		while read f; do [ -f "$$f" ] && echo "$$f"; done | \
+		tar -cf - -T - | tar -xf - -C $(deb-src); \
+		cd $(deb-src) && dpkg-buildpackage -us -uc -b \
+			$(if $(V:0=),,>../build.log 2>&1 || \
+			{ tail -n 40 ../build.log; exit 1; })
+
+PHONY += deb debcheck
+deb:
+	$(Q)$(call install-missing,$(DEB_PKGS))
+	$(call cmd,deb)
+	$(Q)ls $(deb-dir)/*.deb | sed 's/^/  DEB     /'
+
+debcheck: deb
+	$(Q)sh tests/deb-test.sh "$(deb-dir)" "$(DEB_INSTALL)"
+
+# ---------------------------------------------------------------------------
 # Housekeeping
 
 PHONY += clean distclean format format-check help
@@ -473,7 +511,7 @@ clean:
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
 		$(baseline-progs) $(tool-bins) $(example-bins) \
 		$(out)tests/*.log $(out)tests/install-smoke*
-	$(Q)rm -rf $(out)include/generated $(out)tests/install-root*
+	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir)
 
 distclean: clean
 	$(Q)rm -rf build build-*
@@ -515,6 +553,11 @@ help:
 	@echo '                    DESTDIR=; bindir= libdir= includedir='
 	@echo '                    mandir= pcdir= override one folder)'
 	@echo '  uninstall       - remove what install put there'
+	@echo '  deb             - Debian packages libaorta0, libaorta-dev and'
+	@echo '                    aorta-tools in $(deb-dir)/ (dpkg-buildpackage)'
+	@echo '  debcheck        - build them, install them into a scratch root'
+	@echo '                    (DEB_INSTALL=system: apt-get, then purge),'
+	@echo '                    build and run a program with pkg-config'
 	@echo '  format          - clang-format every C file in place'
 	@echo '  format-check    - fail if a C file is not in the project style'
 	@echo '  clean           - remove build outputs of this variant'
