@@ -3,8 +3,8 @@
  * The programs in examples/, run for a moment each: the TCP service
  * answers in upper case (over IPv4, IPv6 and a dual-stack listener), the
  * chat room broadcasts a message to every member and announces who leaves,
- * the fork-join sort sorts (with one worker too), and the lock example's
- * book adds up.  Each server stops cleanly on SIGTERM (exit status 0).
+ * the fork-join sort sorts (with one worker too), the lock example's book
+ * adds up, and the timers fire late, never early, and tick in order.  Each server stops cleanly on SIGTERM (exit status 0).
  *
  * The programs come from $AO_EXAMPLES_DIR (make check sets it to the
  * build's examples folder, built with the same sanitizer); without it
@@ -306,13 +306,26 @@ static void test_lock(void **state)
 	t_watchdog_disarm();
 }
 
+static void test_timers(void **state)
+{
+	static struct child c;
+
+	(void)state;
+	need_examples();
+	t_watchdog_arm(60, "examples: timers");
+	if (run(&c, "timers", "20", "5") != 0)
+		fail_msg("timers 20 5: %s %s", c.obuf, c.ebuf);
+	assert_non_null(strstr(c.obuf, "timers: shot 2 at +25 ms"));
+	assert_non_null(strstr(c.obuf, "ticks of 5.0 ms"));
+	t_watchdog_disarm();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tcp_service),
-		cmocka_unit_test(test_chat),
-		cmocka_unit_test(test_fork_join),
-		cmocka_unit_test(test_lock),
+		cmocka_unit_test(test_tcp_service), cmocka_unit_test(test_chat),
+		cmocka_unit_test(test_fork_join),   cmocka_unit_test(test_lock),
+		cmocka_unit_test(test_timers),
 	};
 
 	dir = getenv("AO_EXAMPLES_DIR");
