@@ -33,16 +33,18 @@
  * and middle bits.  Slabs are carved GROUP_SLABS at a time from one block
  * of memory (posix_memalign() of each slab cost some 0.4 us more),
  * freed with its last slab.  Each thread has a heap (struct call_heap):
- * its current slab and that slab's idle bits (mask), its other slabs with
- * some items idle (partial) and with all of them idle (idle), the items
- * it holds for another thread's slab (hold), and what other threads
- * touch: the list of its slabs that have items sent back (rslabs), and a
- * reference count.
+ * its hand (its current slab and that slab's idle bits, the mask), its
+ * other slabs with some items idle (partial) and with all of them idle
+ * (idle), the items it holds for another thread's slab (hold), and what
+ * other threads touch: the list of its slabs that have items sent back
+ * (rslabs), and a reference count.
  *
- *	get	the lowest bit of mask (and a prefetch 8 items ahead).  When
- *		mask is empty: take back what was sent (rslabs with one
- *		exchange, then each slab's bits with one exchange), then
- *		move to an idle slab, else a partial one, else a new one.
+ *	get	the lowest bit of the mask (and a prefetch 8 items ahead;
+ *		core/call_priv.h, so that ao_exec_call() in core/exec.c
+ *		takes it inline in its submit).  When the mask is empty:
+ *		take back what was sent (rslabs with one exchange, then
+ *		each slab's bits with one exchange), then move to an idle
+ *		slab, else a partial one, else a new one.
  *	run	read fn and arg, put the item back, then call fn(arg) (a
  *		tail call): the item is idle before fn runs, so a call that
  *		fn makes may reuse it while its line is still in this CPU's
@@ -117,14 +119,14 @@
 #include <aorta/core/exec.h>
 #include <aorta/core/group.h>
 #include <aorta/core/strand.h>
+#include "call_priv.h"
 
 #define SLAB_SIZE 2048u
-#define ITEM_SHIFT 5
+#define ITEM_SHIFT AO__CALL_SHIFT
 /* Slabs carved from one block of malloc()ed memory (8 KiB, page
  * aligned), which is freed with the last of them. */
 #define GROUP_SLABS 4u
 #define GROUP_ALIGN 4096u
-#define PREFETCH_AHEAD 256
 /* Every this many slab changes, a thread frees the wholly idle slabs
  * beyond AO_CALL_IDLE_SLABS that it did not use meanwhile. */
 #define IDLE_DECAY 64u
@@ -135,11 +137,7 @@
 
 struct call_heap;
 
-struct call_item {
-	struct ao_work work; /* what gets queued */
-	ao_call_fn fn;
-	void *arg;
-};
+#define call_item ao__call_item /* core/call_priv.h */
 
 /* A group call's second item: what its first one needs besides. */
 struct call_gdata {
@@ -184,9 +182,9 @@ struct call_heap {
 	struct call_slab *rslabs; /* slabs with items sent back, HEAP_DEAD */
 	int64_t refs; /* 1 for the thread while it lives, 1 per slab */
 
-	/* The thread's. */
-	struct call_slab *cur __ao_cacheline_aligned; /* handing out */
-	uint64_t mask; /* cur's idle item bits */
+	/* The thread's.  hand.slab: the current slab, which hands out its
+	 * idle items (hand.mask); core/exec.c takes them too. */
+	struct ao__call_hand hand __ao_cacheline_aligned;
 	struct call_slab *hold; /* another thread's slab... */
 	uint64_t hold_bits; /* ...and the bits of its items we hold */
 	unsigned int nhold; /* items in hold_bits */
@@ -203,13 +201,29 @@ struct call_heap {
 #define HEAP_DEAD ((struct call_slab *)1)
 
 /*
- * The calling thread's heap.  Until its first call, a shared one that is
- * never written (empty mask, no current slab), so that the fast paths
- * need no NULL test.
+ * The calling thread's heap's hand.  Until its first call, that of a
+ * shared heap that is never written (an empty mask, no current slab), so
+ * that the fast paths need no NULL test.
  */
 static struct call_heap heap_none;
-static __thread struct call_heap *cc
-	__attribute__((tls_model("initial-exec"))) = &heap_none;
+__thread struct ao__call_hand *ao__call_hand
+	__attribute__((tls_model("initial-exec"))) = &heap_none.hand;
+
+/* The calling thread's heap. */
+static __ao_always_inline struct call_heap *this_heap(void)
+{
+	return container_of(ao__call_hand, struct call_heap, hand);
+}
+
+static __ao_always_inline void set_heap(struct call_heap *c)
+{
+	ao__call_hand = &c->hand;
+}
+
+static __ao_always_inline struct call_slab *cur_of(const struct call_heap *c)
+{
+	return (struct call_slab *)(void *)c->hand.slab;
+}
 
 static pthread_key_t heap_key;
 static pthread_once_t heap_key_once = PTHREAD_ONCE_INIT;
@@ -259,7 +273,7 @@ static __ao_noinline int heap_init(void)
 		free(h);
 		return -err;
 	}
-	cc = h;
+	set_heap(h);
 	__atomic_fetch_add(&stat_heaps, 1, __ATOMIC_RELAXED);
 	return 0;
 }
@@ -468,8 +482,8 @@ static void heap_collect(struct call_heap *c)
 		uint64_t bits =
 			__atomic_exchange_n(&s->returned, 0, __ATOMIC_ACQ_REL);
 
-		if (s == c->cur)
-			c->mask |= bits & ITEMS;
+		if (s == cur_of(c))
+			c->hand.mask |= bits & ITEMS;
 		else
 			slab_idle(c, s, bits & ITEMS);
 		s = next;
@@ -515,27 +529,27 @@ static struct call_slab *slab_new(struct call_heap *c)
 /* The lowest idle item of the current slab (mask not empty). */
 static __ao_always_inline struct call_item *mask_take(struct call_heap *c)
 {
-	uint64_t m = c->mask;
-	struct call_item *x = slab_item(c->cur, (uint64_t)__builtin_ctzll(m));
+	uint64_t m = c->hand.mask;
+	struct call_item *x =
+		slab_item(cur_of(c), (uint64_t)__builtin_ctzll(m));
 
-	c->mask = m & (m - 1);
-	__builtin_prefetch((char *)x + PREFETCH_AHEAD, 1);
+	c->hand.mask = m & (m - 1);
 	return x;
 }
 
-/* item_get() with mask empty: the next slab with idle items. */
-static __ao_noinline struct call_item *item_get_slow(void)
+/* ao__call_item() with the hand empty: the next slab with idle items. */
+struct call_item *ao__call_get_slow(void)
 {
-	struct call_heap *c = cc;
+	struct call_heap *c = this_heap();
 	struct call_slab *s;
 
 	if (c == &heap_none) {
 		if (heap_init())
 			return NULL;
-		c = cc;
+		c = this_heap();
 	}
 	/* The current slab has every item out: it comes back by rslabs. */
-	c->cur = NULL;
+	c->hand.slab = NULL;
 	c->tick++;
 	heap_collect(c);
 	heap_trim(c);
@@ -554,26 +568,26 @@ static __ao_noinline struct call_item *item_get_slow(void)
 		s->free = ITEMS;
 	}
 	s->on = ON_NONE;
-	c->mask = s->free;
+	c->hand.mask = s->free;
 	s->free = 0;
-	c->cur = s;
+	c->hand.slab = (char *)s;
 	return mask_take(c);
 }
 
 /* An idle item of the calling thread's, or NULL (out of memory). */
 static __ao_always_inline struct call_item *item_get(void)
 {
-	struct call_heap *c = cc;
+	struct call_heap *c = this_heap();
 
-	if (likely(c->mask))
+	if (likely(c->hand.mask))
 		return mask_take(c);
-	return item_get_slow();
+	return ao__call_get_slow();
 }
 
 /* item_put() past the current slab and the hold. */
 static __ao_noinline void item_put_slow(struct call_item *x)
 {
-	struct call_heap *c = cc;
+	struct call_heap *c = this_heap();
 	struct call_slab *s = slab_of(x);
 	uint64_t bit = bit_of(x);
 
@@ -586,7 +600,7 @@ static __ao_noinline void item_put_slow(struct call_item *x)
 		slab_send(s, bit);
 		return;
 	}
-	c = cc;
+	c = this_heap();
 	hold_flush(c);
 	c->hold = s;
 	c->hold_bits = bit;
@@ -596,11 +610,11 @@ static __ao_noinline void item_put_slow(struct call_item *x)
 /* An item that has run goes back where it belongs. */
 static __ao_always_inline void item_put(struct call_item *x)
 {
-	struct call_heap *c = cc;
+	struct call_heap *c = this_heap();
 	struct call_slab *s = slab_of(x);
 
-	if (likely(s == c->cur)) {
-		c->mask |= bit_of(x);
+	if (likely(s == cur_of(c))) {
+		c->hand.mask |= bit_of(x);
 		return;
 	}
 	if (s == c->hold && c->nhold < AO_CALL_BATCH) {
@@ -612,7 +626,7 @@ static __ao_always_inline void item_put(struct call_item *x)
 }
 
 /* A refused call's item: out of line, as refusals are. */
-static __ao_noinline void item_refused(struct call_item *x)
+void ao__call_refused(struct call_item *x)
 {
 	item_put(x);
 }
@@ -625,17 +639,17 @@ static __ao_noinline void call_run_slow(struct call_item *x, ao_call_fn fn,
 	fn(arg);
 }
 
-static void call_run(struct ao_work *w)
+void ao__call_run(struct ao_work *w)
 {
 	struct call_item *x = container_of(w, struct call_item, work);
 	ao_call_fn fn = x->fn;
 	void *arg = x->arg;
-	struct call_heap *c = cc;
+	struct call_heap *c = this_heap();
 	struct call_slab *s = slab_of(x);
 
 	/* item_put(), with fn(arg) a tail call on every path. */
-	if (likely(s == c->cur)) {
-		c->mask |= bit_of(x);
+	if (likely(s == cur_of(c))) {
+		c->hand.mask |= bit_of(x);
 		fn(arg);
 		return;
 	}
@@ -669,23 +683,23 @@ static void heap_exit(void *arg)
 	uint64_t bits;
 
 	hold_flush(c);
-	cc = &heap_none;
+	set_heap(&heap_none);
 	/* Close rslabs: senders now orphan their slabs themselves.  Then
 	 * take what was sent before.  ACQUIRE: as in heap_collect(). */
 	s = __atomic_exchange_n(&c->rslabs, HEAP_DEAD, __ATOMIC_ACQUIRE);
 	while (s) {
 		next = s->rnext;
 		bits = __atomic_exchange_n(&s->returned, 0, __ATOMIC_ACQ_REL);
-		if (s == c->cur)
-			c->mask |= bits & ITEMS;
+		if (s == cur_of(c))
+			c->hand.mask |= bits & ITEMS;
 		else
 			slab_idle(c, s, bits & ITEMS);
 		s = next;
 	}
 	/* A current slab with an empty mask has every item out: it is on
 	 * no list, as any other such slab, and its senders orphan it. */
-	if (c->cur && c->mask)
-		slab_abandon(c->cur, c->mask);
+	if (c->hand.slab && c->hand.mask)
+		slab_abandon(cur_of(c), c->hand.mask);
 	for (int k = 0; k < 2; k++) {
 		for (s = k ? c->idle.head : c->partial.head; s; s = next) {
 			next = s->next;
@@ -699,57 +713,6 @@ static void heap_exit(void *arg)
 
 /* ---- the calls ---- */
 
-/* An item that runs fn(arg), or NULL (out of memory).  Its link is the
- * executor's or the strand's to write. */
-static __ao_always_inline struct call_item *call_item(ao_call_fn fn, void *arg)
-{
-	struct call_item *x = item_get();
-
-	if (likely(x)) {
-		x->work.fn = call_run;
-		x->fn = fn;
-		x->arg = arg;
-	}
-	return x;
-}
-
-static __ao_always_inline int exec_call(struct ao_exec *ex, ao_call_fn fn,
-					void *arg, bool try)
-{
-	struct call_item *x;
-	int r;
-
-	if (unlikely(!ex || !fn))
-		return -EINVAL;
-	/* item_get(), with no NULL to test on the common path. */
-	if (likely(cc->mask)) {
-		x = mask_take(cc);
-	} else {
-		x = item_get_slow();
-		if (unlikely(!x))
-			return -ENOMEM;
-	}
-	x->work.fn = call_run;
-	x->fn = fn;
-	x->arg = arg;
-	r = try ? ao_exec_try_submit(ex, &x->work) :
-		  ao_exec_submit(ex, &x->work);
-	/* Refused: not queued and not run, so the item is still ours. */
-	if (unlikely(r))
-		item_refused(x);
-	return r;
-}
-
-int ao_exec_call(struct ao_exec *ex, ao_call_fn fn, void *arg)
-{
-	return exec_call(ex, fn, arg, false);
-}
-
-int ao_exec_try_call(struct ao_exec *ex, ao_call_fn fn, void *arg)
-{
-	return exec_call(ex, fn, arg, true);
-}
-
 static int strand_call(struct ao_strand *s, ao_call_fn fn, void *arg, bool try)
 {
 	struct call_item *x;
@@ -757,7 +720,7 @@ static int strand_call(struct ao_strand *s, ao_call_fn fn, void *arg, bool try)
 
 	if (!s || !fn)
 		return -EINVAL;
-	x = call_item(fn, arg);
+	x = ao__call_item(fn, arg);
 	if (!x)
 		return -ENOMEM;
 	r = try ? ao_strand_try_submit(s, &x->work) :
@@ -802,7 +765,7 @@ static int group_call(struct ao_group *g, ao_call_fn fn, void *arg, bool try)
 
 	if (!g || !fn || !g->exec)
 		return -EINVAL;
-	x = call_item(fn, arg);
+	x = ao__call_item(fn, arg);
 	if (!x)
 		return -ENOMEM;
 	y = item_get();
@@ -840,7 +803,7 @@ int ao_group_try_call(struct ao_group *g, ao_call_fn fn, void *arg)
 
 void ao_call_stats(struct ao_call_stats *st)
 {
-	struct call_heap *c = cc;
+	struct call_heap *c = this_heap();
 	uint64_t n;
 
 	if (!st)
@@ -852,7 +815,7 @@ void ao_call_stats(struct ao_call_stats *st)
 	st->bytes = __atomic_load_n(&stat_blocks, __ATOMIC_RELAXED) *
 			    GROUP_SLABS * SLAB_SIZE +
 		    st->threads * sizeof(struct call_heap);
-	n = (uint64_t)__builtin_popcountll(c->mask);
+	n = (uint64_t)__builtin_popcountll(c->hand.mask);
 	for (struct call_slab *s = c->partial.head; s; s = s->next)
 		n += (uint64_t)__builtin_popcountll(s->free);
 	n += (uint64_t)c->idle.n * AO_CALL_SLAB_ITEMS;

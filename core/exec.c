@@ -145,6 +145,7 @@
 #include <aorta/core/exec.h>
 #include <aorta/sync/eventcount.h>
 #include <aorta/sync/spinlock.h>
+#include "call_priv.h"
 #include "deque.h"
 #include "exec_priv.h"
 #include "timer_priv.h"
@@ -1492,6 +1493,36 @@ int ao_exec_submit(struct ao_exec *ex, struct ao_work *work)
 int ao_exec_try_submit(struct ao_exec *ex, struct ao_work *work)
 {
 	return submit(ex, work, true);
+}
+
+/* ---- calls (core/call.c), with the item taken inline ---- */
+
+static __ao_always_inline int exec_call(struct ao_exec *ex, ao_call_fn fn,
+					void *arg, bool try)
+{
+	struct ao__call_item *x;
+	int r;
+
+	if (unlikely(!fn))
+		return -EINVAL;
+	x = ao__call_item(fn, arg);
+	if (unlikely(!x))
+		return -ENOMEM;
+	r = submit(ex, &x->work, try); /* -EINVAL for a NULL ex */
+	/* Refused: neither queued nor run, so the item is still ours. */
+	if (unlikely(r))
+		ao__call_refused(x);
+	return r;
+}
+
+int ao_exec_call(struct ao_exec *ex, ao_call_fn fn, void *arg)
+{
+	return exec_call(ex, fn, arg, false);
+}
+
+int ao_exec_try_call(struct ao_exec *ex, ao_call_fn fn, void *arg)
+{
+	return exec_call(ex, fn, arg, true);
 }
 
 bool ao_exec_run_one(struct ao_exec *ex)
