@@ -397,6 +397,11 @@ static void timers_setup(struct timers *t, enum impl impl, uint32_t n,
 			if (err)
 				die("ao_timer_arm_at", -err);
 		}
+		if (stats_of(ts).pending != n)
+			fprintf(stderr,
+				"timerbench: %u armed, but the service "
+				"counts %llu pending\n",
+				n, (unsigned long long)stats_of(ts).pending);
 		break;
 	case I_HEAP:
 		t->hn = xcalloc(n, sizeof(*t->hn));
@@ -1397,7 +1402,9 @@ static void report_three(void)
 			continue;
 		if (opts.json) {
 			bench_json_begin("timerbench");
-			bench_json_str("cell", exp_names[i]);
+			bench_json_str("cell",
+				       i == E_BOUNDED ? "bounded" : "expiry");
+			bench_json_str("impl", ao ? "aorta" : "heap-loop");
 			bench_json_int("timers", (long long)r->timers);
 			bench_json_num("spread_s", r->spread_s);
 			bench_json_int("fired", (long long)r->fired);
@@ -1799,20 +1806,24 @@ static struct {
 static void part_six(void)
 {
 	struct service s;
-	struct ao_timer *t = xcalloc(IDLE_TIMERS, sizeof(*t));
+	struct ao_timer *t;
 	struct ao_timers_stats a, b;
 	uint64_t seed = 0xbb67ae8584caa73bull, now, c0, f0;
 
 	if (!bench_selected(&opts, "idle/aorta"))
 		return;
+	t = xcalloc(IDLE_TIMERS, sizeof(*t));
 	slots_reset(IDLE_TIMERS);
 	service_start(&s);
 	now = bench_now_ns();
 	for (int i = 0; i < IDLE_TIMERS; i++) {
-		if (ao_timer_init(&t[i], s.ts, count_fn))
-			die("ao_timer_init", EINVAL);
-		if (ao_timer_arm_at(&t[i], now + rnd(&seed) % IDLE_SPAN_NS))
-			die("ao_timer_arm_at", EINVAL);
+		int err = ao_timer_init(&t[i], s.ts, count_fn);
+
+		if (!err)
+			err = ao_timer_arm_at(&t[i],
+					      now + rnd(&seed) % IDLE_SPAN_NS);
+		if (err)
+			die("ao_timer_arm_at", -err);
 	}
 	sleep_ns(200 * MSEC);
 	a = stats_of(s.ts);
