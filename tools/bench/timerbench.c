@@ -65,7 +65,7 @@
  * Cells of hot, rearm and threads last --seconds (0.25 s; --quick 0.05)
  * and run --runs times (3; --quick 1), the implementations interleaved;
  * medians are reported (min and max in the JSON).  Ratios are against the
- * baselines of this run.  The default run takes about 8 minutes, 6 of them
+ * baselines of this run.  The default run takes about 7 minutes, 6 of them
  * in the 60 s tick and bounded cells.  The machine is shared: run it as
  *	flock /tmp/bench.lock build/tools/bench/timerbench
  *
