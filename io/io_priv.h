@@ -17,6 +17,7 @@
 #include <aorta/core/bufpool.h>
 #include <aorta/core/exec.h>
 #include <aorta/core/strand.h>
+#include <aorta/core/timer.h>
 #include <aorta/core/work.h>
 #include <aorta/io/conn.h>
 #include <aorta/io/framer.h>
@@ -37,6 +38,7 @@
 #define MB_SLOW 0x10u /* send queue over its bound: close */
 #define MB_PROTO 0x20u /* on_packet failed: close */
 #define MB_FREE 0x40u /* last reference gone: free on the ring */
+#define MB_TIMER 0x80u /* the conn's timer fired: idle or drain deadline */
 
 /* Connection states, ring thread only. */
 enum conn_state {
@@ -74,6 +76,13 @@ struct pkt_work {
 
 struct io_ring;
 
+/* A socket address of either family: the listener's, a peer's. */
+union io_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
 struct ao_conn {
 	/* Shared between threads. */
 	uint32_t refs; /* atomic */
@@ -98,12 +107,16 @@ struct ao_conn {
 	struct pkt_work pw_inline;
 	uint32_t pw_busy;
 	struct ao_work open_work, close_work;
+	/* The idle timeout and the drain deadline (io_conn_timer()):
+	 * armed by the ring, fired on a worker, which posts MB_TIMER. */
+	struct ao_timer timer;
 	enum ao_close_reason reason; /* set before close_work is queued */
 	void *user;
 	uint64_t id;
 	struct io_ring *ring;
 	struct ao_server *srv;
-	struct sockaddr_in peer;
+	union io_addr peer;
+	socklen_t peer_len; /* 0: unknown */
 
 	/* Ring thread only. */
 	int fd;
@@ -118,7 +131,7 @@ struct ao_conn {
 	struct ao_framer framer;
 	struct ao_conn *next, *prev; /* the ring's list of live sockets */
 	struct ao_conn *reap_next; /* the ring's list of conns to free */
-	uint64_t last_rx_ns;
+	uint64_t last_rx_ns; /* stamped per receive batch, not re-armed */
 	uint64_t deadline_ns; /* DRAINING: close by then */
 	uint32_t sq_off; /* bytes of the head node already sent */
 	/* Backend state. */
@@ -145,7 +158,6 @@ struct io_ring {
 	int efd; /* eventfd: other threads wake the ring */
 	int spare_fd; /* /dev/null, given up to accept on EMFILE */
 	uint32_t ready; /* atomic: 1 set up, -errno failed */
-	bool ticking; /* the backend wakes the ring every scan period */
 	/* Mailbox: a stack of conns other threads pushed (MB_QUEUED). */
 	struct ao_conn *mb_head; /* atomic */
 	uint32_t sleeping; /* atomic: the ring may block: wake it */
@@ -159,7 +171,6 @@ struct io_ring {
 	bool accepting;
 	bool stop_seen;
 	uint64_t accept_retry_ns; /* EMFILE backoff: re-arm at */
-	uint64_t next_scan_ns;
 	uint64_t stop_deadline_ns;
 	/* The clock, read once per batch of events (io_ring_clock()): what
 	 * a receive stamps in last_rx_ns, without a clock_gettime() each. */
@@ -204,10 +215,13 @@ struct ao_server {
 	struct ao_server_config cfg; /* defaults resolved */
 	struct ao_exec *exec;
 	struct ao_bufpool *pool;
-	bool own_exec, own_pool;
+	struct ao_timers *timers; /* the executor's; ours if own_timers */
+	bool own_exec, own_pool, own_timers;
 	const struct io_backend *be;
 	enum ao_io_backend backend;
 	unsigned int ring_flags; /* uring setup flags in use */
+	union io_addr addr; /* cfg.address, parsed (port 0) */
+	socklen_t addr_len;
 	uint16_t port;
 	bool started;
 	bool ring_handlers; /* AO_SERVER_RING_HANDLERS */
@@ -233,7 +247,7 @@ struct io_ring *io_current_ring(void);
 
 /* conn.c: connection objects and the paths shared by the backends. */
 struct ao_conn *io_conn_new(struct io_ring *r, int fd,
-			    const struct sockaddr_in *peer);
+			    const union io_addr *peer, socklen_t peer_len);
 /* Input from the socket: frame it and queue the packets.  Returns true if
  * the connection kept a reference on buf (the caller must not reuse it). */
 bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len);
@@ -261,6 +275,9 @@ bool io_conn_send_pending(struct ao_conn *c);
 void io_conn_retry_held(struct ao_conn *c);
 /* Check whether a DRAINING conn is done. */
 void io_conn_check_drained(struct ao_conn *c);
+/* c's timer fired (MB_TIMER): close it if idle or past its drain
+ * deadline, else arm it again for when it would be. */
+void io_conn_timer(struct ao_conn *c);
 /* The ring's side of the mailbox: handle every posted conn. */
 void io_ring_drain_mailbox(struct io_ring *r);
 /* Free conns whose last reference went and whose strand is idle. */

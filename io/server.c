@@ -31,10 +31,10 @@
  * queued (the sends started from the receives and from finished sends,
  * re-armed receives) is submitted by the next wait, and the ring fd is
  * registered (io_uring_register_ring_fd()) so the enter skips the fd
- * lookup.  The clock is read once per batch, not per receive.  A
- * multishot timeout ticks every scan period, so a wait has no timeout
- * of its own (no timer armed each time the ring sleeps) unless something
- * sooner is due (a starved retry, an accept back-off).
+ * lookup.  The clock is read once per batch, not per receive.  A wait
+ * has no timeout of its own (no kernel timer armed each time the ring
+ * sleeps) unless something is due on the ring itself (a starved retry,
+ * an accept back-off, the end of a stop).
  *
  * The epoll path (io/epoll.c) is the same design with readiness: level-
  * triggered EPOLLIN, read() into a pool buffer, writev() for the send
@@ -127,8 +127,27 @@
  * Limits.  Beyond max_conns a connection is accepted and closed at once
  * (counted as rejected).  On EMFILE/ENFILE the ring gives up a spare
  * descriptor to accept and close what is pending, then re-arms after a
- * 10 ms pause: never a loop spinning on EMFILE.  idle_timeout_ms closes
- * connections that sent nothing for that long.
+ * 10 ms pause: never a loop spinning on EMFILE.
+ *
+ * Deadlines.  Each connection has one timer (core/timer.h) on the
+ * executor's timer service (the server makes one if the executor has
+ * none): armed by the ring at open for idle_timeout_ms, and at a graceful
+ * close for the drain deadline.  A receive only stamps last_rx_ns (read
+ * once per batch); the wheel is not touched per packet.  When the timer
+ * fires, a worker posts MB_TIMER, and the ring closes the connection if it
+ * really was silent that long, or arms the timer again for when it would
+ * be (io_conn_timer()).  So nothing scans the connections: the cost is one
+ * timer per connection per idle period, whatever their number.  Time the
+ * server itself is not reading a connection (backpressure, no buffers) is
+ * not silence: while it lasts, the timer comes back every eighth of the
+ * idle timeout and restarts the count.
+ *
+ * Addresses.  cfg.address is parsed once, at create, by getaddrinfo()
+ * with AI_NUMERICHOST (never a name lookup): an IPv4 dotted quad or an
+ * IPv6 address, brackets and scope id allowed.  "::" is bound with
+ * IPV6_V6ONLY off, so one listener takes both families and IPv4 peers
+ * appear as IPv4-mapped addresses; the peer is kept as getpeername()
+ * gave it (ao_conn_peer_addr()), and ao_conn_peer() unmaps it.
  *
  * Stop.  ao_server_stop() flags the rings.  Each stops accepting, puts
  * every connection in DRAINING with reason AO_CLOSE_SHUTDOWN and the drain
@@ -143,6 +162,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
 #include <aorta/core/cpu.h>
@@ -236,10 +256,50 @@ static int resolve_config(struct ao_server_config *c)
 	return 0;
 }
 
+/*
+ * A numeric IPv4 or IPv6 address (brackets and a scope id allowed) into
+ * *a, port 0; getaddrinfo() with AI_NUMERICHOST, so never a name lookup.
+ * IPv4 must be a dotted quad: getaddrinfo() also takes inet_aton()'s
+ * shorthands ("1.2.3" is 1.2.0.3), which are more likely typos.
+ */
+static int parse_address(const char *s, union io_addr *a, socklen_t *len)
+{
+	struct addrinfo hints = {
+		.ai_flags = AI_PASSIVE | AI_NUMERICHOST,
+		.ai_socktype = SOCK_STREAM,
+	};
+	struct addrinfo *res;
+	char host[NI_MAXHOST];
+	size_t n = strlen(s);
+	struct in_addr a4;
+	int err = -EINVAL;
+
+	if (n >= sizeof(host))
+		return -EINVAL;
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+		memcpy(host, s + 1, n - 2);
+		host[n - 2] = '\0';
+	} else {
+		memcpy(host, s, n + 1);
+	}
+	if (!host[0] || getaddrinfo(host, NULL, &hints, &res))
+		return -EINVAL;
+	if (res->ai_addrlen <= sizeof(*a) &&
+	    (res->ai_family == AF_INET6 ||
+	     (res->ai_family == AF_INET && s[0] != '[' &&
+	      inet_pton(AF_INET, host, &a4) == 1))) {
+		memset(a, 0, sizeof(*a));
+		memcpy(a, res->ai_addr, res->ai_addrlen);
+		*len = res->ai_addrlen;
+		err = 0;
+	}
+	freeaddrinfo(res);
+	return err;
+}
+
 int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 {
 	struct ao_server *srv;
-	struct in_addr a;
 	int err;
 
 	if (!cfg || !out)
@@ -251,10 +311,9 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 	err = resolve_config(&srv->cfg);
 	if (err)
 		goto fail;
-	if (inet_pton(AF_INET, srv->cfg.address, &a) != 1) {
-		err = -EINVAL;
+	err = parse_address(srv->cfg.address, &srv->addr, &srv->addr_len);
+	if (err)
 		goto fail;
-	}
 	srv->low_water = srv->cfg.session_backlog / 2;
 	srv->ring_handlers = srv->cfg.flags & AO_SERVER_RING_HANDLERS;
 	srv->exec = cfg->exec;
@@ -266,6 +325,18 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 		if (err)
 			goto fail;
 		srv->own_exec = true;
+	}
+	/* The conns' deadlines (see "Deadlines"): the executor's timer
+	 * service, or one of our own on it. */
+	srv->timers = ao_timers_of(srv->exec);
+	if (!srv->timers) {
+		struct ao_timers_config tc = AO_TIMERS_CONFIG_INIT;
+
+		tc.exec = srv->exec;
+		err = ao_timers_create(&tc, &srv->timers);
+		if (err)
+			goto fail;
+		srv->own_timers = true;
 	}
 	srv->pool = cfg->pool;
 	if (!srv->pool) {
@@ -320,6 +391,8 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 fail:
 	if (srv->own_pool)
 		ao_bufpool_destroy(srv->pool);
+	if (srv->own_timers)
+		ao_timers_destroy(srv->timers, NULL);
 	if (srv->own_exec)
 		ao_exec_destroy(srv->exec);
 	free(srv);
@@ -331,7 +404,7 @@ fail:
 void io_ring_accepted(struct io_ring *r, int fd)
 {
 	struct ao_server *srv = r->srv;
-	struct sockaddr_in peer;
+	union io_addr peer;
 	socklen_t plen = sizeof(peer);
 	struct ao_conn *c;
 	int one = 1;
@@ -354,8 +427,9 @@ void io_ring_accepted(struct io_ring *r, int fd)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &srv->cfg.sock_sndbuf,
 			   sizeof(int));
 	memset(&peer, 0, sizeof(peer));
-	getpeername(fd, (struct sockaddr *)&peer, &plen);
-	c = io_conn_new(r, fd, &peer);
+	if (getpeername(fd, &peer.sa, &plen) || plen > sizeof(peer))
+		plen = 0;
+	c = io_conn_new(r, fd, &peer, plen);
 	if (!c) {
 		__atomic_fetch_sub(&srv->nconns, 1, __ATOMIC_RELAXED);
 		close(fd);
@@ -398,42 +472,6 @@ bool io_ring_accept_error(struct io_ring *r, int err)
 
 /* ---- the ring thread ---- */
 
-static uint64_t scan_period_ns(const struct ao_server *srv)
-{
-	uint64_t p = 100000000ull; /* 100 ms */
-
-	if (srv->cfg.idle_timeout_ms) {
-		uint64_t q = srv->cfg.idle_timeout_ms * 1000000ull / 8;
-
-		if (q < 1000000ull)
-			q = 1000000ull;
-		if (q < p)
-			p = q;
-	}
-	return p;
-}
-
-static void ring_scan(struct io_ring *r, uint64_t now)
-{
-	const struct ao_server *srv = r->srv;
-	uint64_t idle = srv->cfg.idle_timeout_ms * 1000000ull;
-	struct ao_conn *c = r->conns, *next;
-
-	for (; c; c = next) {
-		next = c->next;
-		if (c->state == CONN_DRAINING && now >= c->deadline_ns)
-			io_conn_close_hard(c, c->reason);
-		else if (c->state == CONN_OPEN && idle && !io_conn_rx_wanted(c))
-			/* We stopped reading it (backpressure, or input held
-			 * for want of buffers): its silence is ours, not the
-			 * peer's, so its idle time starts when we resume. */
-			c->last_rx_ns = now;
-		else if (c->state == CONN_OPEN && idle &&
-			 now - c->last_rx_ns >= idle)
-			io_conn_close_hard(c, AO_CLOSE_IDLE);
-	}
-}
-
 static void ring_begin_stop(struct io_ring *r, uint64_t now)
 {
 	uint64_t deadline = now + r->srv->cfg.drain_timeout_ms * 1000000ull;
@@ -469,7 +507,6 @@ static void *ring_main(void *arg)
 {
 	struct io_ring *r = arg;
 	struct ao_server *srv = r->srv;
-	uint64_t period = scan_period_ns(srv);
 	char name[16];
 	int err;
 
@@ -485,7 +522,6 @@ static void *ring_main(void *arg)
 		return NULL;
 	r->accepting = true;
 	r->be->accept_start(r);
-	r->next_scan_ns = io_now() + period;
 	for (;;) {
 		uint64_t now = io_now();
 		int64_t timeout = -1;
@@ -503,10 +539,6 @@ static void *ring_main(void *arg)
 			if (r->accepting)
 				r->be->accept_start(r);
 		}
-		if (now >= r->next_scan_ns) {
-			ring_scan(r, now);
-			r->next_scan_ns = now + period;
-		}
 		/* Before reaping: a conn on the kick list is not freed. */
 		io_ring_flush_kicks(r);
 		io_ring_reap(r);
@@ -516,11 +548,13 @@ static void *ring_main(void *arg)
 			if (now >= r->stop_deadline_ns + IO_STOP_GRACE_NS)
 				break;
 		}
-		/* With the backend's tick (io_uring: a multishot timeout) a
-		 * wait with no other deadline has no timeout: arming a timer
-		 * on every wait that sleeps was a measurable share of a
-		 * request.  The scan may run up to a period late. */
-		timeout = r->ticking ? -1 : (int64_t)(r->next_scan_ns - now);
+		/* Idle and drain deadlines come through the mailbox (the
+		 * conns' timers): a wait with nothing due on the ring itself
+		 * has no timeout (arming a kernel timer on every wait that
+		 * sleeps was a measurable share of a request). */
+		if (r->stop_seen)
+			timeout = (int64_t)(r->stop_deadline_ns +
+					    IO_STOP_GRACE_NS - now);
 		if (r->nheld || r->nnobufs || r->reap)
 			timeout = IO_STARVED_POLL_NS;
 		if (r->accept_retry_ns && r->accept_retry_ns > now &&
@@ -552,12 +586,14 @@ static void *ring_main(void *arg)
 static int open_listener(struct ao_server *srv, struct io_ring *r,
 			 uint16_t port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port) };
-	int one = 1, fd;
+	union io_addr sa = srv->addr;
+	int one = 1, zero = 0, fd;
 
-	inet_pton(AF_INET, srv->cfg.address, &sa.sin_addr);
-	fd = socket(AF_INET,
+	if (sa.sa.sa_family == AF_INET6)
+		sa.in6.sin6_port = htons(port);
+	else
+		sa.in.sin_port = htons(port);
+	fd = socket(sa.sa.sa_family,
 		    SOCK_STREAM | SOCK_CLOEXEC |
 			    (srv->backend == AO_IO_EPOLL ? SOCK_NONBLOCK : 0),
 		    0);
@@ -567,7 +603,12 @@ static int open_listener(struct ao_server *srv, struct io_ring *r,
 	if (srv->cfg.rings > 1 &&
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
 		goto fail;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	/* "::" is dual stack whatever net.ipv6.bindv6only says. */
+	if (sa.sa.sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_UNSPECIFIED(&sa.in6.sin6_addr) &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)
+		goto fail;
+	if (bind(fd, &sa.sa, srv->addr_len) < 0 ||
 	    listen(fd, srv->cfg.backlog) < 0)
 		goto fail;
 	r->lfd = fd;
@@ -646,17 +687,19 @@ int ao_server_start(struct ao_server *srv)
 		r->stop_seen = false;
 		r->accepting = false;
 		r->accept_retry_ns = 0;
-		r->ticking = false;
 		r->be = srv->be;
 		err = open_listener(srv, r, i ? srv->port : srv->cfg.port);
 		if (err)
 			goto fail;
 		if (i == 0) {
-			struct sockaddr_in sa;
+			union io_addr sa;
 			socklen_t len = sizeof(sa);
 
-			getsockname(r->lfd, (struct sockaddr *)&sa, &len);
-			srv->port = ntohs(sa.sin_port);
+			memset(&sa, 0, sizeof(sa));
+			getsockname(r->lfd, &sa.sa, &len);
+			srv->port = ntohs(sa.sa.sa_family == AF_INET6 ?
+						  sa.in6.sin6_port :
+						  sa.in.sin_port);
 		}
 		/* Blocking for io_uring: a read SQE on an O_NONBLOCK file
 		 * would complete at once with -EAGAIN instead of waiting. */
@@ -691,7 +734,7 @@ int ao_server_start(struct ao_server *srv)
 	if (!(srv->cfg.flags & AO_SERVER_QUIET))
 		fprintf(stderr,
 			"aorta: io backend %s (flags 0x%x), %u ring%s, "
-			"%s:%u\n",
+			"%s port %u\n",
 			ao_io_backend_name(srv->backend), srv->ring_flags,
 			srv->cfg.rings, srv->cfg.rings > 1 ? "s" : "",
 			srv->cfg.address, srv->port);
@@ -771,6 +814,13 @@ int ao_server_destroy(struct ao_server *srv)
 			"referenced\n",
 			alive, alive == 1 ? "" : "s");
 		return -EBUSY;
+	}
+	if (srv->own_timers) {
+		/* Every conn is gone, and each cancelled its timer. */
+		err = ao_timers_destroy(srv->timers, NULL);
+		if (err)
+			return err;
+		srv->own_timers = false;
 	}
 	if (srv->own_exec) {
 		err = ao_exec_destroy(srv->exec);
