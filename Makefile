@@ -282,14 +282,23 @@ $(baseline-progs): prog-libs = -lm
 $(baseline-progs): %: %.o
 	$(call cmd,ld_prog)
 
-tool-dirs	:= $(filter-out bench plot, $(notdir $(patsubst %/,%, \
+#  - tools/common/ is not a program: its .c files (the client engines, the
+#    histogram, the arena protocol) make the archive libaotools.a that
+#    every tool links, so that tools share code without copying it.
+
+tool-dirs	:= $(filter-out bench plot common, $(notdir $(patsubst %/,%, \
 		   $(sort $(dir $(wildcard tools/*/*.c))))))
 tool-bins	:= $(foreach t,$(tool-dirs),$(out)tools/$(t)/ao-$(t))
+tools-lib-objs	:= $(patsubst %.c,$(out)%.o,$(wildcard tools/common/*.c))
+tools-lib	:= $(out)tools/common/libaotools.a
+
+$(tools-lib): $(tools-lib-objs)
+	$(call cmd,ar)
 
 define tool_rule
 $(out)tools/$(1)/ao-$(1): prog-libs = -lm
 $(out)tools/$(1)/ao-$(1): $(patsubst %.c,$(out)%.o,$(wildcard tools/$(1)/*.c)) \
-			  $(lib-a)
+			  $(tools-lib) $(lib-a)
 	$$(call cmd,ld_prog)
 endef
 $(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
@@ -408,7 +417,7 @@ clean:
 		-not -path './.git/*' -delete 2>/dev/null || true
 	$(Q)rm -f $(lib-a) $(lib-so) $(lib-so-links) $(out)libaorta.map \
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
-		$(baseline-progs) $(tool-bins) \
+		$(baseline-progs) $(tool-bins) $(tools-lib) \
 		$(out)tests/*.log
 	$(Q)rm -rf $(out)include/generated $(out)tests/install-root
 
@@ -476,4 +485,4 @@ FORCE:
 -include $(lib-objs:.o=.d) $(test-bins:=.d) $(test-helpers:.o=.d) \
 	 $(bench-bins:=.d) $(bench-common:.o=.d) $(baseline-progs:=.d) \
 	 $(foreach t,$(tool-dirs),$(patsubst %.c,$(out)%.d, \
-	 $(wildcard tools/$(t)/*.c)))
+	 $(wildcard tools/$(t)/*.c))) $(tools-lib-objs:.o=.d)
