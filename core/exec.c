@@ -147,6 +147,7 @@
 #include <aorta/sync/spinlock.h>
 #include "deque.h"
 #include "exec_priv.h"
+#include "timer_priv.h"
 
 /* Every this many looks for work, the injector comes first. */
 #define GLOBAL_INTERVAL 61u
@@ -170,6 +171,11 @@
  * in all (spin_lent()). */
 #define LENT_NS 4000u
 #define LENT_MAX_NS 4000000u
+/* With timers pending, a busy worker looks at the clock about this often:
+ * every k items, k doubling (to TIMER_EVERY_MAX) while items are short
+ * and halving while they are long (timers_tick()). */
+#define TIMER_CHECK_NS 10000u
+#define TIMER_EVERY_MAX 64u
 
 /*
  * An intrusive FIFO in two parts.  Single items submitted from outside the
@@ -209,6 +215,9 @@ struct ao_worker {
 	uint32_t tick;
 	uint32_t depth; /* inline runs in progress */
 	uint32_t spin_fails; /* idle spins in a row that found nothing */
+	uint32_t tm_count; /* items until the next look at the timers */
+	uint32_t tm_every; /* k, see TIMER_CHECK_NS */
+	uint64_t tm_last; /* the clock at the last look */
 	int64_t credit; /* slots held, not yet given back (room_give()) */
 	unsigned int id;
 	bool searching;
@@ -239,6 +248,8 @@ struct ao_exec {
 	uint32_t stopping; /* shutdown started: refuse submits */
 	uint32_t exiting; /* drained after shutdown: workers return */
 	char name[16];
+	struct ao_timers *tm; /* the timer service (core/timer.c), or NULL */
+	struct ao_timers *tm_dead; /* destroyed ones, freed with us */
 
 	struct ao_queue q __ao_cacheline_aligned;
 
@@ -985,13 +996,14 @@ static bool park_prepare(struct ao_worker *w, bool (*cond)(void *arg),
 	return true;
 }
 
-/* The second half: sleep until a notify after park_prepare(). */
-static void park_finish(struct ao_worker *w, uint32_t key)
+/* The second half: sleep until a notify after park_prepare(), or for
+ * timeout_ns (< 0: no timeout). */
+static void park_finish(struct ao_worker *w, uint32_t key, int64_t timeout_ns)
 {
 	struct ao_exec *ex = w->ex;
 
 	OWN_INC(w->parks);
-	ao_ec_wait(&ex->idle_ec, key, -1);
+	ao_ec_wait(&ex->idle_ec, key, timeout_ns);
 	__atomic_fetch_sub(&ex->nsleeping, 1, __ATOMIC_RELAXED);
 	OWN_INC(w->wakeups);
 }
@@ -1018,17 +1030,38 @@ static void park_called_off(struct ao_exec *ex)
 
 enum { PARK_EXIT, PARK_SLEPT, PARK_CALLED_OFF };
 
-/* Sleep until notified, unless park_prepare() calls it off. */
+/*
+ * Sleep until notified, unless park_prepare() calls it off.  With timers
+ * pending, one parked worker sleeps with a timeout that ends at the next
+ * deadline (core/timer.c, "Where expiry runs"); the timer service reads
+ * the deadlines after our prepare, so an arm that moves one earlier either
+ * is seen here or sees us and wakes us (ao__exec_kick()).
+ */
 static int park(struct ao_worker *w)
 {
 	struct ao_exec *ex = w->ex;
+	struct ao_timers *tm;
+	int64_t timeout = -1;
+	uint64_t token = 0;
 	uint32_t key;
 
 	if (!park_prepare(w, NULL, NULL, &key))
 		return __atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE) ?
 			       PARK_EXIT :
 			       PARK_CALLED_OFF;
-	park_finish(w, key);
+	tm = ao__exec_timers(ex);
+	if (tm) {
+		timeout = ao__timers_sleep_begin(tm, &token);
+		if (!timeout) {
+			/* A deadline is (nearly) due: do not sleep. */
+			__atomic_fetch_sub(&ex->nsleeping, 1, __ATOMIC_RELAXED);
+			ao_ec_cancel(&ex->idle_ec);
+			return PARK_CALLED_OFF;
+		}
+	}
+	park_finish(w, key, timeout);
+	if (tm)
+		ao__timers_sleep_end(tm, token);
 	start_searching(w);
 	return PARK_SLEPT;
 }
@@ -1094,6 +1127,8 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 		end = now + budget;
 		cap = now + ex->lent_max_cycles;
 		do {
+			struct ao_timers *tm = ao__exec_timers(ex);
+
 			if (work_visible(ex)) {
 				x = find_work(w, true);
 				if (x) {
@@ -1102,6 +1137,12 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 					w->spin_fails = 0;
 					return x;
 				}
+			}
+			/* Timers due, or a precise one about to be: fire
+			 * them here, then spin afresh. */
+			if (tm && ao__timers_idle(tm)) {
+				w->spin_fails = 0;
+				end = ao_cycles() + budget;
 			}
 			before = now;
 			yielded = spin_pause(ex, now >= relax_end, &pauses);
@@ -1150,6 +1191,28 @@ static void pin_worker(struct ao_worker *w)
 	}
 }
 
+/*
+ * Between items, with a timer service attached: every tm_every items, look
+ * at the clock and fire what is due, ahead of the queued items.  tm_every
+ * adapts so that the looks come about every TIMER_CHECK_NS: one clock read
+ * per 10 us of work costs nothing, and a due timer waits at most that (or
+ * one long item).
+ */
+static __attribute__((noinline)) void timers_tick(struct ao_worker *w)
+{
+	struct ao_timers *tm = ao__exec_timers(w->ex);
+	uint64_t now = ao_now_ns(), d = now - w->tm_last;
+
+	w->tm_last = now;
+	if (d < TIMER_CHECK_NS / 2 && w->tm_every < TIMER_EVERY_MAX)
+		w->tm_every *= 2;
+	else if (d > TIMER_CHECK_NS && w->tm_every > 1)
+		w->tm_every /= 2;
+	w->tm_count = w->tm_every;
+	if (tm)
+		ao__timers_check(tm, now);
+}
+
 static void *worker_main(void *arg)
 {
 	struct ao_worker *w = arg;
@@ -1172,6 +1235,8 @@ static void *worker_main(void *arg)
 				break;
 		}
 		run_item(w, x);
+		if (unlikely(LOAD(ex->tm) != NULL) && !--w->tm_count)
+			timers_tick(w);
 	}
 	cur_worker = NULL;
 	return NULL;
@@ -1509,12 +1574,52 @@ bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
 	/* cond() pairs with its own notifier, which calls
 	 * ao__exec_wake_all() after making it true. */
 	if (park_prepare(w, cond, arg, &key)) {
-		park_finish(w, key);
+		park_finish(w, key, -1);
 		__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
 	} else {
 		park_called_off(ex);
 	}
 	return true;
+}
+
+/* ---- for the timers ---- */
+
+int ao__exec_attach_timers(struct ao_exec *ex, struct ao_timers *ts)
+{
+	struct ao_timers *none = NULL;
+
+	/* RELEASE: the service is set up before workers see it; pairs
+	 * with the ACQUIRE in ao__exec_timers(). */
+	if (!__atomic_compare_exchange_n(&ex->tm, &none, ts, false,
+					 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		return -EBUSY;
+	return 0;
+}
+
+void ao__exec_detach_timers(struct ao_exec *ex, struct ao_timers *ts)
+{
+	struct ao_timers *head;
+
+	/* Workers may still hold ts (a look that read ex->tm before this):
+	 * it stays allocated until the executor is freed, and says it is
+	 * dead to whoever looks. */
+	__atomic_store_n(&ex->tm, NULL, __ATOMIC_RELEASE);
+	head = __atomic_load_n(&ex->tm_dead, __ATOMIC_RELAXED);
+	do {
+		*ao__timers_dead_link(ts) = head;
+	} while (!__atomic_compare_exchange_n(&ex->tm_dead, &head, ts, true,
+					      __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
+}
+
+struct ao_timers *ao__exec_timers(const struct ao_exec *ex)
+{
+	return __atomic_load_n(&ex->tm, __ATOMIC_ACQUIRE);
+}
+
+void ao__exec_kick(struct ao_exec *ex)
+{
+	ao_ec_notify_one(&ex->idle_ec);
 }
 
 /* ---- drain and lifecycle ---- */
@@ -1590,6 +1695,14 @@ static void exec_stop_workers(struct ao_exec *ex)
 
 static void exec_free(struct ao_exec *ex)
 {
+	struct ao_timers *ts = ex->tm_dead;
+
+	while (ts) {
+		struct ao_timers *next = *ao__timers_dead_link(ts);
+
+		ao__timers_free(ts);
+		ts = next;
+	}
 	free(ex->workers);
 	free(ex);
 }
@@ -1683,6 +1796,7 @@ int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
 		ao_deque_init(&w->dq);
 		w->ex = ex;
 		w->id = i;
+		w->tm_count = w->tm_every = 1;
 		w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
 	}
 	for (unsigned int i = 0; i < ex->nworkers; i++) {

@@ -32,4 +32,13 @@ bool ao__exec_blocking(const struct ao_exec *ex);
 /* Wake every parked worker of ex (they re-check their conditions). */
 void ao__exec_wake_all(struct ao_exec *ex);
 
+struct ao_timers;
+/* Attach ex's timer service (-EBUSY if it has one), detach it (it is
+ * freed with ex), look it up; wake one parked worker (a deadline moved
+ * earlier than any worker's wake-up). */
+int ao__exec_attach_timers(struct ao_exec *ex, struct ao_timers *ts);
+void ao__exec_detach_timers(struct ao_exec *ex, struct ao_timers *ts);
+struct ao_timers *ao__exec_timers(const struct ao_exec *ex);
+void ao__exec_kick(struct ao_exec *ex);
+
 #endif /* AORTA_CORE_EXEC_PRIV_H */

@@ -2,27 +2,40 @@
 /*
  * Strands: a serial queue over an executor, with no thread of its own.
  *
- * A strand is a locked FIFO of items plus one carrier item, s->run, which
- * is queued on the executor whenever the strand has items and no turn is
- * queued or running (scheduled).  A turn runs up to batch items in order,
- * then, if items remain, queues the carrier again at the back, so one busy
- * strand cannot hold a worker forever.  Only a turn pops items, and at
- * most one turn exists at a time (scheduled is set and cleared under the
- * lock), which gives both order and mutual exclusion; the lock also makes
- * every item's effects visible to the next item, wherever it runs.
+ * A strand is a locked FIFO of items, a list of fired timers, and one
+ * carrier item, s->run, queued on the executor (queued) whenever the
+ * strand has work and nobody runs it.  Whoever runs the strand's work sets
+ * running, under the lock, and is the only one who pops: that gives both
+ * order and mutual exclusion, and the lock makes every item's effects
+ * visible to the next one, wherever it runs.  A turn (the carrier run by a
+ * worker) runs up to batch items, fired timers first, then queues the
+ * carrier again at the back if work remains, so one busy strand cannot
+ * hold a worker forever.
+ *
+ * Timers.  A timer that fires for a strand goes on tm_head..tm_tail, a
+ * list doubly linked through the timer's own links, so that a cancel
+ * takes it off in O(1) (ao__strand_timer_del(), under the timer's shard
+ * lock, then this lock).  If nobody runs the strand at that moment, the
+ * worker that fired the timer becomes the runner and runs it at once
+ * (ao__strand_run_timers()), even if the carrier is queued: a room's tick
+ * does not wait behind the executor's queue.  The carrier, when it comes,
+ * finds running set or nothing to do and leaves; the runner re-queues it
+ * on its way out if work arrived meanwhile.  Timers are not items: they
+ * take no capacity slot and are not counted by drain.
  *
  * Accounting: each item is accepted by the executor on submission
  * (ao__exec_reserve(): counted, a capacity slot taken, -ESHUTDOWN after
  * shutdown) and counted finished when it has run; the carrier is queued
  * with ao__exec_push_forced(), which cannot be refused, because it only
- * ever carries items that were accepted, and destroy waits for those.  So
- * drain and destroy cover strand items too, and a submit is refused, never
- * dropped.
+ * ever carries items that were accepted (or timers), and destroy waits for
+ * those.  So drain and destroy cover strand items too, and a submit is
+ * refused, never dropped.
  */
 #include <errno.h>
 #include <aorta/core/exec.h>
 #include <aorta/core/strand.h>
 #include "exec_priv.h"
+#include "timer_priv.h"
 
 static __thread struct ao_strand *cur_strand
 	__attribute__((tls_model("initial-exec")));
@@ -35,7 +48,10 @@ void ao_strand_init(struct ao_strand *s, struct ao_exec *ex)
 	s->exec = ex;
 	ao_spin_init(&s->lock);
 	s->head = s->tail = NULL;
-	s->scheduled = false;
+	s->tm_head = NULL;
+	s->tm_tail = &s->tm_head;
+	s->queued = false;
+	s->running = false;
 	s->batch = AO_STRAND_DEFAULT_BATCH;
 	s->submitted = 0;
 	s->executed = 0;
@@ -46,12 +62,17 @@ void ao_strand_set_batch(struct ao_strand *s, unsigned int batch)
 	WRITE_ONCE(s->batch, batch ? batch : 1);
 }
 
+static bool has_work(const struct ao_strand *s)
+{
+	return s->head || s->tm_head;
+}
+
 bool ao_strand_idle(struct ao_strand *s)
 {
 	bool idle;
 
 	ao_spin_lock(&s->lock);
-	idle = !s->scheduled;
+	idle = !s->queued && !s->running && !has_work(s);
 	ao_spin_unlock(&s->lock);
 	return idle;
 }
@@ -66,22 +87,42 @@ struct ao_strand *ao_strand_current(void)
 	return cur_strand;
 }
 
-/* Pop the oldest item; with none left, end the turn (scheduled = false). */
-static struct ao_work *strand_pop(struct ao_strand *s)
+/* Under the lock: take the first fired timer off the list, or NULL. */
+static struct ao_timer *timer_pop(struct ao_strand *s)
 {
-	struct ao_work *w;
+	struct ao_timer *t = s->tm_head;
 
-	ao_spin_lock(&s->lock);
-	w = s->head;
-	if (w) {
-		s->head = w->next;
-		if (!s->head)
-			s->tail = NULL;
-	} else {
-		s->scheduled = false;
+	if (!t)
+		return NULL;
+	s->tm_head = t->next;
+	if (t->next)
+		t->next->pprev = &s->tm_head;
+	else
+		s->tm_tail = &s->tm_head;
+	t->next = NULL;
+	t->pprev = NULL;
+	/* Under this lock, as the cancel that would take it off
+	 * (ao__strand_timer_del()) is: the two cannot both have it. */
+	tm_set_state(t, TS_RUNNING);
+	return t;
+}
+
+/*
+ * End a run: clear running and, if work is left and the carrier is not
+ * queued, queue it.  Called with the lock held; drops it.
+ */
+static void run_end(struct ao_strand *s)
+{
+	bool push = false;
+
+	s->running = false;
+	if (has_work(s) && !s->queued) {
+		s->queued = true;
+		push = true;
 	}
 	ao_spin_unlock(&s->lock);
-	return w;
+	if (push)
+		ao__exec_push_forced(s->exec, &s->run);
 }
 
 static void strand_turn(struct ao_work *run)
@@ -90,30 +131,46 @@ static void strand_turn(struct ao_work *run)
 	struct ao_exec *ex = s->exec;
 	struct ao_strand *outer = cur_strand;
 	unsigned int batch = READ_ONCE(s->batch);
-	bool more = false;
 
+	ao_spin_lock(&s->lock);
+	s->queued = false;
+	if (s->running) {
+		/* A timer's runner has the strand; it re-queues us on its
+		 * way out if work is left. */
+		ao_spin_unlock(&s->lock);
+		return;
+	}
+	s->running = true;
 	cur_strand = s;
-	for (unsigned int n = 0; n < batch; n++) {
-		struct ao_work *w = strand_pop(s);
+	for (unsigned int n = 0; n < batch;) {
+		struct ao_timer *t = timer_pop(s);
+		struct ao_work *w;
 
+		if (t) {
+			ao_spin_unlock(&s->lock);
+			ao__timer_run_queued(t);
+			ao_spin_lock(&s->lock);
+			continue;
+		}
+		w = s->head;
 		if (!w)
-			goto out;
+			break;
+		s->head = w->next;
+		if (!s->head)
+			s->tail = NULL;
+		ao_spin_unlock(&s->lock);
 		ao__exec_started(ex);
 		w->fn(w);
-		/* Only the turn writes executed, and turns are serial. */
+		/* Only the runner writes executed, and runs are serial. */
 		WRITE_ONCE(s->executed, s->executed + 1);
 		ao__exec_finished(ex);
+		n++;
+		ao_spin_lock(&s->lock);
 	}
-	/* Batch used up: the rest waits its turn behind other work. */
-	ao_spin_lock(&s->lock);
-	more = s->head != NULL;
-	if (!more)
-		s->scheduled = false;
-	ao_spin_unlock(&s->lock);
-	if (more)
-		ao__exec_push_forced(ex, &s->run);
-out:
+	/* Batch used up (or nothing left): the rest waits its turn behind
+	 * other work. */
 	cur_strand = outer;
+	run_end(s);
 }
 
 static int strand_submit(struct ao_strand *s, struct ao_work *w, bool blocking)
@@ -134,8 +191,9 @@ static int strand_submit(struct ao_strand *s, struct ao_work *w, bool blocking)
 		s->head = w;
 	s->tail = w;
 	WRITE_ONCE(s->submitted, s->submitted + 1);
-	start = !s->scheduled;
-	s->scheduled = true;
+	start = !s->queued && !s->running;
+	if (start)
+		s->queued = true;
 	ao_spin_unlock(&s->lock);
 	if (start)
 		ao__exec_push_forced(s->exec, &s->run);
@@ -152,4 +210,67 @@ int ao_strand_submit(struct ao_strand *s, struct ao_work *work)
 int ao_strand_try_submit(struct ao_strand *s, struct ao_work *work)
 {
 	return strand_submit(s, work, false);
+}
+
+/* ---- timers (core/timer.c) ---- */
+
+bool ao__strand_timer_add(struct ao_strand *s, struct ao_timer *t, bool may_run)
+{
+	bool run = false;
+
+	ao_spin_lock(&s->lock);
+	t->next = NULL;
+	t->pprev = s->tm_tail;
+	*s->tm_tail = t;
+	s->tm_tail = &t->next;
+	tm_set_state(t, tm_state(t) == TS_PENDING ? TS_QUEUED : TS_RUN_QUEUED);
+	if (s->running) {
+		/* The runner takes it before its next item. */
+	} else if (may_run) {
+		s->running = true;
+		run = true;
+	} else if (!s->queued) {
+		s->queued = true;
+		ao_spin_unlock(&s->lock);
+		ao__exec_push_forced(s->exec, &s->run);
+		return false;
+	}
+	ao_spin_unlock(&s->lock);
+	return run;
+}
+
+bool ao__strand_timer_del(struct ao_strand *s, struct ao_timer *t)
+{
+	bool queued;
+
+	ao_spin_lock(&s->lock);
+	/* Queued and linked are the same thing under this lock. */
+	queued = t->pprev != NULL;
+	if (queued) {
+		*t->pprev = t->next;
+		if (t->next)
+			t->next->pprev = t->pprev;
+		else
+			s->tm_tail = t->pprev;
+		t->next = NULL;
+		t->pprev = NULL;
+	}
+	ao_spin_unlock(&s->lock);
+	return queued;
+}
+
+void ao__strand_run_timers(struct ao_strand *s)
+{
+	struct ao_strand *outer = cur_strand;
+	struct ao_timer *t;
+
+	cur_strand = s;
+	ao_spin_lock(&s->lock);
+	while ((t = timer_pop(s))) {
+		ao_spin_unlock(&s->lock);
+		ao__timer_run_queued(t);
+		ao_spin_lock(&s->lock);
+	}
+	cur_strand = outer;
+	run_end(s);
 }

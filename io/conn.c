@@ -119,6 +119,8 @@ static void drain_one(struct io_ring *r, struct ao_conn *c, uint32_t bits)
 							  1000000ull);
 	if ((bits & MB_SEND) && c->state < CONN_CLOSING)
 		r->be->send_kick(r, c);
+	if (bits & MB_TIMER)
+		io_conn_timer(c);
 	if (bits & MB_RESUME) {
 		uint32_t n = __atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST);
 
@@ -483,6 +485,8 @@ void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
 	c->state = CONN_DRAINING;
 	c->reason = why;
 	c->deadline_ns = deadline_ns;
+	/* Replaces the idle timeout, if armed. */
+	ao_timer_arm_at(&c->timer, deadline_ns);
 	/* SEQ_CST: as in bp_update(): the last packet to finish posts a
 	 * MB_RESUME, which checks whether the drain is complete. */
 	__atomic_store_n(&c->rx_paused, 1, __ATOMIC_SEQ_CST);
@@ -594,6 +598,9 @@ void io_conn_finish(struct ao_conn *c)
 	if (c->state == CONN_CLOSED)
 		return;
 	c->state = CONN_CLOSED;
+	/* No timer after this: a callback that is running finishes its
+	 * post first (the mailbox's reference then keeps c). */
+	ao_timer_cancel_sync(&c->timer);
 	/* Counted before the peer can see the close. */
 	IO_STAT_ADD(r, closes[c->reason], 1);
 	IO_STAT_ADD(r, open, -1);
@@ -634,6 +641,43 @@ void io_conn_finish(struct ao_conn *c)
 		close_run(&c->close_work);
 }
 
+/* ---- deadlines ---- */
+
+/* On a worker: hand the deadline to the ring (see "Deadlines" in
+ * io/server.c).  The ring cancels the timer before it lets c go. */
+static void conn_timer_fn(struct ao_timer *t, const struct ao_timer_event *ev)
+{
+	(void)ev;
+	post(container_of(t, struct ao_conn, timer), MB_TIMER);
+}
+
+void io_conn_timer(struct ao_conn *c)
+{
+	uint64_t idle = c->srv->cfg.idle_timeout_ms * 1000000ull;
+	uint64_t now = io_now();
+
+	if (c->state == CONN_DRAINING) {
+		if (now >= c->deadline_ns)
+			io_conn_close_hard(c, c->reason);
+		else
+			ao_timer_arm_at(&c->timer, c->deadline_ns);
+		return;
+	}
+	if (c->state != CONN_OPEN || !idle)
+		return;
+	if (!io_conn_rx_wanted(c)) {
+		/* We stopped reading it (backpressure, or input held for
+		 * want of buffers): its silence is ours, not the peer's, so
+		 * its idle time starts again; look again in an eighth. */
+		c->last_rx_ns = now;
+		ao_timer_arm_at(&c->timer, now + idle / 8);
+	} else if (now - c->last_rx_ns >= idle) {
+		io_conn_close_hard(c, AO_CLOSE_IDLE);
+	} else {
+		ao_timer_arm_at(&c->timer, c->last_rx_ns + idle);
+	}
+}
+
 /* ---- creation ---- */
 
 struct ao_conn *io_conn_new(struct io_ring *r, int fd,
@@ -658,6 +702,11 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 	c->state = CONN_OPEN;
 	c->held_tail = &c->held;
 	c->last_rx_ns = io_now();
+	ao_timer_init(&c->timer, srv->timers, conn_timer_fn);
+	if (srv->cfg.idle_timeout_ms)
+		ao_timer_arm_at(&c->timer,
+				c->last_rx_ns +
+					srv->cfg.idle_timeout_ms * 1000000ull);
 	err = ao_framer_init(&c->framer, &srv->cfg.framing, conn_alloc,
 			     conn_emit, c);
 	if (err) {

@@ -17,6 +17,7 @@
 #include <aorta/core/bufpool.h>
 #include <aorta/core/exec.h>
 #include <aorta/core/strand.h>
+#include <aorta/core/timer.h>
 #include <aorta/core/work.h>
 #include <aorta/io/conn.h>
 #include <aorta/io/framer.h>
@@ -37,6 +38,7 @@
 #define MB_SLOW 0x10u /* send queue over its bound: close */
 #define MB_PROTO 0x20u /* on_packet failed: close */
 #define MB_FREE 0x40u /* last reference gone: free on the ring */
+#define MB_TIMER 0x80u /* the conn's timer fired: idle or drain deadline */
 
 /* Connection states, ring thread only. */
 enum conn_state {
@@ -98,6 +100,9 @@ struct ao_conn {
 	struct pkt_work pw_inline;
 	uint32_t pw_busy;
 	struct ao_work open_work, close_work;
+	/* The idle timeout and the drain deadline (io_conn_timer()):
+	 * armed by the ring, fired on a worker, which posts MB_TIMER. */
+	struct ao_timer timer;
 	enum ao_close_reason reason; /* set before close_work is queued */
 	void *user;
 	uint64_t id;
@@ -118,7 +123,7 @@ struct ao_conn {
 	struct ao_framer framer;
 	struct ao_conn *next, *prev; /* the ring's list of live sockets */
 	struct ao_conn *reap_next; /* the ring's list of conns to free */
-	uint64_t last_rx_ns;
+	uint64_t last_rx_ns; /* stamped per receive batch, not re-armed */
 	uint64_t deadline_ns; /* DRAINING: close by then */
 	uint32_t sq_off; /* bytes of the head node already sent */
 	/* Backend state. */
@@ -145,7 +150,6 @@ struct io_ring {
 	int efd; /* eventfd: other threads wake the ring */
 	int spare_fd; /* /dev/null, given up to accept on EMFILE */
 	uint32_t ready; /* atomic: 1 set up, -errno failed */
-	bool ticking; /* the backend wakes the ring every scan period */
 	/* Mailbox: a stack of conns other threads pushed (MB_QUEUED). */
 	struct ao_conn *mb_head; /* atomic */
 	uint32_t sleeping; /* atomic: the ring may block: wake it */
@@ -159,7 +163,6 @@ struct io_ring {
 	bool accepting;
 	bool stop_seen;
 	uint64_t accept_retry_ns; /* EMFILE backoff: re-arm at */
-	uint64_t next_scan_ns;
 	uint64_t stop_deadline_ns;
 	/* The clock, read once per batch of events (io_ring_clock()): what
 	 * a receive stamps in last_rx_ns, without a clock_gettime() each. */
@@ -204,7 +207,8 @@ struct ao_server {
 	struct ao_server_config cfg; /* defaults resolved */
 	struct ao_exec *exec;
 	struct ao_bufpool *pool;
-	bool own_exec, own_pool;
+	struct ao_timers *timers; /* the executor's; ours if own_timers */
+	bool own_exec, own_pool, own_timers;
 	const struct io_backend *be;
 	enum ao_io_backend backend;
 	unsigned int ring_flags; /* uring setup flags in use */
@@ -261,6 +265,9 @@ bool io_conn_send_pending(struct ao_conn *c);
 void io_conn_retry_held(struct ao_conn *c);
 /* Check whether a DRAINING conn is done. */
 void io_conn_check_drained(struct ao_conn *c);
+/* c's timer fired (MB_TIMER): close it if idle or past its drain
+ * deadline, else arm it again for when it would be. */
+void io_conn_timer(struct ao_conn *c);
 /* The ring's side of the mailbox: handle every posted conn. */
 void io_ring_drain_mailbox(struct io_ring *r);
 /* Free conns whose last reference went and whose strand is idle. */

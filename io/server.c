@@ -31,10 +31,10 @@
  * queued (the sends started from the receives and from finished sends,
  * re-armed receives) is submitted by the next wait, and the ring fd is
  * registered (io_uring_register_ring_fd()) so the enter skips the fd
- * lookup.  The clock is read once per batch, not per receive.  A
- * multishot timeout ticks every scan period, so a wait has no timeout
- * of its own (no timer armed each time the ring sleeps) unless something
- * sooner is due (a starved retry, an accept back-off).
+ * lookup.  The clock is read once per batch, not per receive.  A wait
+ * has no timeout of its own (no kernel timer armed each time the ring
+ * sleeps) unless something is due on the ring itself (a starved retry,
+ * an accept back-off, the end of a stop).
  *
  * The epoll path (io/epoll.c) is the same design with readiness: level-
  * triggered EPOLLIN, read() into a pool buffer, writev() for the send
@@ -127,8 +127,20 @@
  * Limits.  Beyond max_conns a connection is accepted and closed at once
  * (counted as rejected).  On EMFILE/ENFILE the ring gives up a spare
  * descriptor to accept and close what is pending, then re-arms after a
- * 10 ms pause: never a loop spinning on EMFILE.  idle_timeout_ms closes
- * connections that sent nothing for that long.
+ * 10 ms pause: never a loop spinning on EMFILE.
+ *
+ * Deadlines.  Each connection has one timer (core/timer.h) on the
+ * executor's timer service (the server makes one if the executor has
+ * none): armed by the ring at open for idle_timeout_ms, and at a graceful
+ * close for the drain deadline.  A receive only stamps last_rx_ns (read
+ * once per batch); the wheel is not touched per packet.  When the timer
+ * fires, a worker posts MB_TIMER, and the ring closes the connection if it
+ * really was silent that long, or arms the timer again for when it would
+ * be (io_conn_timer()).  So nothing scans the connections: the cost is one
+ * timer per connection per idle period, whatever their number.  Time the
+ * server itself is not reading a connection (backpressure, no buffers) is
+ * not silence: while it lasts, the timer comes back every eighth of the
+ * idle timeout and restarts the count.
  *
  * Stop.  ao_server_stop() flags the rings.  Each stops accepting, puts
  * every connection in DRAINING with reason AO_CLOSE_SHUTDOWN and the drain
@@ -267,6 +279,18 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 			goto fail;
 		srv->own_exec = true;
 	}
+	/* The conns' deadlines (see "Deadlines"): the executor's timer
+	 * service, or one of our own on it. */
+	srv->timers = ao_timers_of(srv->exec);
+	if (!srv->timers) {
+		struct ao_timers_config tc = AO_TIMERS_CONFIG_INIT;
+
+		tc.exec = srv->exec;
+		err = ao_timers_create(&tc, &srv->timers);
+		if (err)
+			goto fail;
+		srv->own_timers = true;
+	}
 	srv->pool = cfg->pool;
 	if (!srv->pool) {
 		struct ao_bufpool_params p = {
@@ -320,6 +344,8 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 fail:
 	if (srv->own_pool)
 		ao_bufpool_destroy(srv->pool);
+	if (srv->own_timers)
+		ao_timers_destroy(srv->timers, NULL);
 	if (srv->own_exec)
 		ao_exec_destroy(srv->exec);
 	free(srv);
@@ -398,42 +424,6 @@ bool io_ring_accept_error(struct io_ring *r, int err)
 
 /* ---- the ring thread ---- */
 
-static uint64_t scan_period_ns(const struct ao_server *srv)
-{
-	uint64_t p = 100000000ull; /* 100 ms */
-
-	if (srv->cfg.idle_timeout_ms) {
-		uint64_t q = srv->cfg.idle_timeout_ms * 1000000ull / 8;
-
-		if (q < 1000000ull)
-			q = 1000000ull;
-		if (q < p)
-			p = q;
-	}
-	return p;
-}
-
-static void ring_scan(struct io_ring *r, uint64_t now)
-{
-	const struct ao_server *srv = r->srv;
-	uint64_t idle = srv->cfg.idle_timeout_ms * 1000000ull;
-	struct ao_conn *c = r->conns, *next;
-
-	for (; c; c = next) {
-		next = c->next;
-		if (c->state == CONN_DRAINING && now >= c->deadline_ns)
-			io_conn_close_hard(c, c->reason);
-		else if (c->state == CONN_OPEN && idle && !io_conn_rx_wanted(c))
-			/* We stopped reading it (backpressure, or input held
-			 * for want of buffers): its silence is ours, not the
-			 * peer's, so its idle time starts when we resume. */
-			c->last_rx_ns = now;
-		else if (c->state == CONN_OPEN && idle &&
-			 now - c->last_rx_ns >= idle)
-			io_conn_close_hard(c, AO_CLOSE_IDLE);
-	}
-}
-
 static void ring_begin_stop(struct io_ring *r, uint64_t now)
 {
 	uint64_t deadline = now + r->srv->cfg.drain_timeout_ms * 1000000ull;
@@ -469,7 +459,6 @@ static void *ring_main(void *arg)
 {
 	struct io_ring *r = arg;
 	struct ao_server *srv = r->srv;
-	uint64_t period = scan_period_ns(srv);
 	char name[16];
 	int err;
 
@@ -485,7 +474,6 @@ static void *ring_main(void *arg)
 		return NULL;
 	r->accepting = true;
 	r->be->accept_start(r);
-	r->next_scan_ns = io_now() + period;
 	for (;;) {
 		uint64_t now = io_now();
 		int64_t timeout = -1;
@@ -503,10 +491,6 @@ static void *ring_main(void *arg)
 			if (r->accepting)
 				r->be->accept_start(r);
 		}
-		if (now >= r->next_scan_ns) {
-			ring_scan(r, now);
-			r->next_scan_ns = now + period;
-		}
 		/* Before reaping: a conn on the kick list is not freed. */
 		io_ring_flush_kicks(r);
 		io_ring_reap(r);
@@ -516,11 +500,13 @@ static void *ring_main(void *arg)
 			if (now >= r->stop_deadline_ns + IO_STOP_GRACE_NS)
 				break;
 		}
-		/* With the backend's tick (io_uring: a multishot timeout) a
-		 * wait with no other deadline has no timeout: arming a timer
-		 * on every wait that sleeps was a measurable share of a
-		 * request.  The scan may run up to a period late. */
-		timeout = r->ticking ? -1 : (int64_t)(r->next_scan_ns - now);
+		/* Idle and drain deadlines come through the mailbox (the
+		 * conns' timers): a wait with nothing due on the ring itself
+		 * has no timeout (arming a kernel timer on every wait that
+		 * sleeps was a measurable share of a request). */
+		if (r->stop_seen)
+			timeout = (int64_t)(r->stop_deadline_ns +
+					    IO_STOP_GRACE_NS - now);
 		if (r->nheld || r->nnobufs || r->reap)
 			timeout = IO_STARVED_POLL_NS;
 		if (r->accept_retry_ns && r->accept_retry_ns > now &&
@@ -646,7 +632,6 @@ int ao_server_start(struct ao_server *srv)
 		r->stop_seen = false;
 		r->accepting = false;
 		r->accept_retry_ns = 0;
-		r->ticking = false;
 		r->be = srv->be;
 		err = open_listener(srv, r, i ? srv->port : srv->cfg.port);
 		if (err)
@@ -771,6 +756,13 @@ int ao_server_destroy(struct ao_server *srv)
 			"referenced\n",
 			alive, alive == 1 ? "" : "s");
 		return -EBUSY;
+	}
+	if (srv->own_timers) {
+		/* Every conn is gone, and each cancelled its timer. */
+		err = ao_timers_destroy(srv->timers, NULL);
+		if (err)
+			return err;
+		srv->own_timers = false;
 	}
 	if (srv->own_exec) {
 		err = ao_exec_destroy(srv->exec);

@@ -64,7 +64,6 @@ enum {
 	UD_SEND = 3, /* conn */
 	UD_WAKE = 4, /* ring: read of the eventfd */
 	UD_CANCEL = 5, /* no pointer: the CQE of a cancel request */
-	UD_TICK = 6, /* ring: the multishot timeout of the scan */
 };
 #define UD_MASK 7ull
 
@@ -82,7 +81,6 @@ struct ur_ring {
 	uint32_t rx_len; /* bytes of each lent buffer the kernel may fill */
 	bool accept_armed;
 	uint64_t efd_val;
-	struct __kernel_timespec tick_ts; /* the scan period */
 };
 
 static const unsigned int setup_sets[] = {
@@ -279,39 +277,6 @@ static void arm_wake(struct io_ring *r)
 	io_uring_sqe_set_data64(sqe, ud(r, UD_WAKE));
 }
 
-/* A CQE every scan period, for as long as the ring lives, so the ring's
- * waits need no timeout of their own (r->ticking).  A kernel without
- * multishot timeouts fails it: the waits then carry the timeout. */
-static void arm_tick(struct io_ring *r)
-{
-	struct ur_ring *u = ur(r);
-	struct io_uring_sqe *sqe = get_sqe(u);
-	uint64_t p = r->srv->cfg.idle_timeout_ms ?
-			     r->srv->cfg.idle_timeout_ms * 1000000ull / 8 :
-			     100000000ull;
-
-	/* As scan_period_ns() in server.c. */
-	if (p < 1000000ull)
-		p = 1000000ull;
-	if (p > 100000000ull)
-		p = 100000000ull;
-	u->tick_ts.tv_sec = (long long)(p / 1000000000ull);
-	u->tick_ts.tv_nsec = (long long)(p % 1000000000ull);
-	io_uring_prep_timeout(sqe, &u->tick_ts, 0, IORING_TIMEOUT_MULTISHOT);
-	io_uring_sqe_set_data64(sqe, ud(r, UD_TICK));
-	r->ticking = true;
-}
-
-static void on_tick(struct io_ring *r, struct io_uring_cqe *cqe)
-{
-	if (cqe->flags & IORING_CQE_F_MORE)
-		return;
-	if (cqe->res == -ETIME)
-		arm_tick(r); /* ended anyway: again */
-	else
-		r->ticking = false; /* refused (EINVAL: too old) */
-}
-
 static void ur_fini(struct io_ring *r);
 
 static int ur_init(struct io_ring *r)
@@ -340,7 +305,6 @@ static int ur_init(struct io_ring *r)
 		return err;
 	}
 	arm_wake(r);
-	arm_tick(r);
 	return 0;
 }
 
@@ -628,9 +592,6 @@ static void handle_cqe(struct io_ring *r, struct io_uring_cqe *cqe)
 		/* The eventfd is blocking, so the read completes only when a
 		 * poster wrote: re-arm for the next one. */
 		arm_wake(r);
-		break;
-	case UD_TICK:
-		on_tick(r, cqe);
 		break;
 	default:
 		break;

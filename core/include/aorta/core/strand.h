@@ -6,6 +6,10 @@
  * parallel.  This keeps one game session's packets in order while the
  * sessions share the workers.
  *
+ * Timers may run on a strand (ao_timer_init_strand()): a fired timer goes
+ * ahead of the items queued, and when the strand is idle the worker that
+ * fires it runs it at once, ahead of the executor's queue.
+ *
  * Each strand item counts against the executor's capacity until it starts,
  * so a bounded executor also bounds the strands' backlogs.  A strand item
  * submitted from a worker of a full executor (block policy) is accepted
@@ -21,6 +25,7 @@
 #include <aorta/sync/spinlock.h>
 
 struct ao_exec;
+struct ao_timer;
 
 /* Items one turn runs before the strand goes to the back of the queue. */
 #define AO_STRAND_DEFAULT_BATCH 64u
@@ -28,9 +33,12 @@ struct ao_exec;
 struct ao_strand {
 	struct ao_work run; /* the turn, queued on the executor */
 	struct ao_exec *exec;
-	struct ao_spinlock lock; /* guards head, tail and scheduled */
+	struct ao_spinlock lock; /* guards the lists and the flags */
 	struct ao_work *head, *tail; /* items waiting, oldest first */
-	bool scheduled; /* a turn is queued or running */
+	struct ao_timer *tm_head; /* fired timers waiting (they go first) */
+	struct ao_timer **tm_tail;
+	bool queued; /* the turn is queued on the executor */
+	bool running; /* a thread is running the strand's work */
 	unsigned int batch; /* items per turn */
 	uint64_t submitted; /* accepted (written under lock) */
 	uint64_t executed; /* run (written by the turn) */
