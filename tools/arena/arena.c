@@ -78,8 +78,11 @@ static void usage(FILE *f)
 		"Limits:\n"
 		"      --buffers=N         buffers in the pool (default 4 per player\n"
 		"                          + 1024)\n"
-		"      --sndbuf=B          SO_SNDBUF of accepted sockets (default: the\n"
-		"                          system's; k = 1024)\n"
+		"      --sndbuf=B          SO_SNDBUF of accepted sockets (default 32k,\n"
+		"                          a few seconds of a room's snapshots: a player\n"
+		"                          that stops reading is seen in seconds, not\n"
+		"                          once megabytes of kernel buffer are full;\n"
+		"                          0: the system's, autotuned)\n"
 		"      --drain-timeout=T   bound of the graceful stop (default 5s)\n"
 		"Output:\n"
 		"  -S, --stats=T           a statistics line every T (default 0: never)\n"
@@ -184,6 +187,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	a->max_players = 10000;
 	a->stall_ns = 2 * NS;
 	a->drain_ns = 5 * NS;
+	a->sndbuf = 32 * 1024;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":a:p:w:r:b:m:t:s:n:S:qhV",
@@ -257,10 +261,12 @@ static void parse_args(int argc, char **argv, struct opts *o)
 							  AO_BUFPOOL_MAX_COUNT);
 			break;
 		case OPT_SNDBUF:
-			if (parse_size(optarg, 1024, 64 << 20, &v))
-				bad_usage("--sndbuf: '%s' is not a size in "
-					  "1k..64M",
-					  optarg);
+			if (parse_size(optarg, 0, 64 << 20, &v) ||
+			    (v && v < 1024))
+				bad_usage(
+					"--sndbuf: '%s' is not 0 or a size in "
+					"1k..64M",
+					optarg);
 			a->sndbuf = (int)v;
 			break;
 		case OPT_DRAIN:

@@ -532,7 +532,8 @@ void bot_on_frame(struct bot *b, const uint8_t *p, size_t n, uint64_t now)
 		 * of the last one or of an earlier one. */
 		if (m.ping.stamp && m.ping.stamp <= b->ping_sent &&
 		    now >= m.ping.stamp) {
-			hist_record(&meas->rtt, now - m.ping.stamp);
+			if (!b->stall) /* measured: the bots that read */
+				hist_record(&meas->rtt, now - m.ping.stamp);
 			BOT_BUMP(meas->stat[S_PONGS], 1);
 		} else {
 			bot_fail(b, F_PROTOCOL, "pong of a ping not sent");

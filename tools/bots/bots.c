@@ -53,6 +53,11 @@
 #define MAX_THREADS 256u
 #define CROSS_SLOTS (1u << 20)
 #define NO_HEAP UINT32_MAX
+/* The receive buffer of a bot that stops reading: a client's kernel
+ * buffers are bounded (Linux grows an unread loopback socket's to
+ * tcp_rmem's maximum, 32 MiB here, which hides the stall from any
+ * server for minutes). */
+#define STALL_RCVBUF (16 * 1024)
 
 enum {
 	EXIT_OK = 0,
@@ -109,7 +114,8 @@ static void usage(FILE *f)
 		"      --churn=T         bots leave and rejoin, or hang up and connect\n"
 		"                        again, every T on average (default 0: never)\n"
 		"      --stall=N         N bots stop reading once in a room; at the end\n"
-		"                        they must find themselves closed (default 0)\n"
+		"                        they must find themselves closed (default 0;\n"
+		"                        their SO_RCVBUF is 16 KiB)\n"
 		"      --stall-after=T   how long after joining they stop (default 1s)\n"
 		"      --seed=N          the bots' random seed (default 1)\n"
 		"Engine:\n"
@@ -510,8 +516,9 @@ static struct bot *to_bot(struct eng_conn *c)
 
 static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
 {
-	int err = eng_connect((struct sockaddr *)&w->ctx->sa, w->ctx->salen,
-			      w->ctx->o.timeout_ns, &b->fd);
+	int err = eng_connect_rcvbuf((struct sockaddr *)&w->ctx->sa,
+				     w->ctx->salen, w->ctx->o.timeout_ns,
+				     b->stall ? STALL_RCVBUF : 0, &b->fd);
 
 	if (!err && eng_add(&w->eng, &b->ec))
 		err = errno;

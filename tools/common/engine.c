@@ -96,6 +96,12 @@ void eng_conn_rx(struct eng *e, struct eng_conn *c, bool on)
 int eng_connect(const struct sockaddr *sa, socklen_t salen, uint64_t timeout_ns,
 		int *fd)
 {
+	return eng_connect_rcvbuf(sa, salen, timeout_ns, 0, fd);
+}
+
+int eng_connect_rcvbuf(const struct sockaddr *sa, socklen_t salen,
+		       uint64_t timeout_ns, int rcvbuf, int *fd)
+{
 	int one = 1, err = 0, r;
 	socklen_t len = sizeof(err);
 	struct pollfd pfd;
@@ -105,6 +111,10 @@ int eng_connect(const struct sockaddr *sa, socklen_t salen, uint64_t timeout_ns,
 	if (*fd < 0)
 		return errno;
 	if (setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+		return errno;
+	/* Before connect(), so that the window scale agrees with it. */
+	if (rcvbuf &&
+	    setsockopt(*fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)))
 		return errno;
 	if (!connect(*fd, sa, salen))
 		return 0;

@@ -143,6 +143,10 @@ int eng_uring_probe(void);
  */
 int eng_connect(const struct sockaddr *sa, socklen_t salen, uint64_t timeout_ns,
 		int *fd);
+/* The same with SO_RCVBUF set to rcvbuf bytes (0: the system's, which
+ * grows as the kernel likes): a client whose buffers are bounded. */
+int eng_connect_rcvbuf(const struct sockaddr *sa, socklen_t salen,
+		       uint64_t timeout_ns, int rcvbuf, int *fd);
 
 /* The engines (epoll.c, uring.c); eng_setup() and friends dispatch. */
 int eng_epoll_setup(struct eng *e);
