@@ -45,6 +45,7 @@
  * by the handler when it was in no room.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,7 @@ struct arena {
 	struct ao_spinlock lobby; /* the rooms and their reserved counts */
 	struct room **rooms;
 	uint32_t nrooms, cap_rooms;
+	bool stopping; /* no room is made any more */
 
 	uint32_t next_id; /* atomic */
 	struct ao_spinlock hist_lock;
@@ -335,7 +337,7 @@ static struct room *lobby_pick(struct arena *a, uint32_t want, int *err)
 		for (i = 0; i < a->nrooms && !r; i++)
 			if (a->rooms[i]->reserved < a->o.room_size)
 				r = a->rooms[i];
-		if (!r)
+		if (!r && !a->stopping)
 			r = room_new(a);
 		if (!r) {
 			*err = AP_ERR_SERVER_FULL;
@@ -989,26 +991,71 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	return 0;
 }
 
-int arena_stop(struct arena *a)
-{
-	int err = 0;
-	uint32_t i;
+struct stopper {
+	struct ao_server *srv;
+	int err;
+	int done; /* atomic */
+};
 
-	if (a->srv)
-		err = ao_server_stop(a->srv);
-	/* No tick runs after this; what the handlers queued is applied
-	 * here (every connection is closed: every player is gone). */
-	for (i = 0; i < a->nrooms; i++)
-		ao_timer_cancel_sync(&a->rooms[i]->tick);
-	ao_exec_drain(a->exec);
-	for (i = 0; i < a->nrooms; i++) {
+static void *stop_server(void *arg)
+{
+	struct stopper *st = arg;
+
+	st->err = ao_server_stop(st->srv);
+	__atomic_store_n(&st->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* With the ticks stopped, the rooms' strands are idle: apply what the
+ * handlers queue from here on this thread (every event, joins and
+ * disconnects alike: no player is left in a room). */
+static void apply_all(struct arena *a)
+{
+	uint32_t i, n;
+
+	ao_spin_lock(&a->lobby);
+	n = a->nrooms;
+	ao_spin_unlock(&a->lobby);
+	for (i = 0; i < n; i++) {
 		struct room *r = a->rooms[i];
 
 		apply_events(r, UINT32_MAX, true);
 		r->njoiners = 0;
 		hand_over(r);
 	}
-	return err;
+}
+
+int arena_stop(struct arena *a)
+{
+	struct stopper st = { .srv = a->srv };
+	pthread_t tid;
+	uint32_t i;
+
+	/*
+	 * The ticks stop first.  The server's stop closes every connection
+	 * and waits for each to be freed, which takes its player's
+	 * reference, given back when its disconnect is applied: this thread
+	 * applies them meanwhile (the server stops on another one).
+	 */
+	ao_spin_lock(&a->lobby);
+	a->stopping = true;
+	ao_spin_unlock(&a->lobby);
+	for (i = 0; i < a->nrooms; i++)
+		ao_timer_cancel_sync(&a->rooms[i]->tick);
+	ao_exec_drain(a->exec);
+	if (pthread_create(&tid, NULL, stop_server, &st)) {
+		st.err = -EAGAIN;
+		return st.err;
+	}
+	while (!__atomic_load_n(&st.done, __ATOMIC_ACQUIRE)) {
+		struct timespec ts = { .tv_nsec = 1000000 };
+
+		apply_all(a);
+		nanosleep(&ts, NULL);
+	}
+	pthread_join(tid, NULL);
+	apply_all(a);
+	return st.err;
 }
 
 int arena_destroy(struct arena *a)
