@@ -88,15 +88,19 @@ static uint32_t stalled_id; /* the player that does not read, or 0 */
  * rooms' strands are idle: their member lists hold still.) */
 static bool readers_drained(void)
 {
-	for (uint32_t i = 0; i < arena->nrooms; i++) {
+	bool drained = true;
+
+	ao_spin_lock(&arena->lobby);
+	for (uint32_t i = 0; i < arena->nrooms && drained; i++) {
 		struct room *r = arena->rooms[i];
 
 		for (uint32_t k = 0; k < r->nmembers; k++)
 			if (r->members[k]->id != stalled_id &&
 			    ao_conn_send_queued(r->members[k]->conn))
-				return false;
+				drained = false;
 	}
-	return true;
+	ao_spin_unlock(&arena->lobby);
+	return drained;
 }
 
 /* One period: the rooms' due ticks run, and we wait for them.  First,
@@ -541,8 +545,10 @@ static void test_slow_member(void **state)
 	}
 	assert_true(skipped);
 	assert_int_equal(st.closes[AC_STALLED], 1);
-	/* Skipped for the 5 ticks of its bound, and the first. */
-	assert_int_equal(st.snaps_skipped, 6);
+	/* Skipped for the 5 ticks of its bound and the first, at least
+	 * (its kernel may make room once or twice, by collapsing its
+	 * receive queue, and the count starts again). */
+	assert_true(st.snaps_skipped >= 6);
 	WAIT_UNTIL(ao_server_stats(arena_server(arena), -1, &io) == 0 &&
 			   io.closes[AO_CLOSE_SLOW] == 1,
 		   5000);

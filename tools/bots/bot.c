@@ -282,7 +282,9 @@ static void on_joined(struct bot *b, const struct ap_msg *m, uint64_t now)
 	period = o->rate ? 1000000000ull / o->rate : b->period_ns;
 	b->t_input = now + 1 + (uint64_t)rnd(b) % period;
 	b->t_chat = o->chat_ns ? now + around(b, o->chat_ns) : 0;
-	b->t_churn = o->churn_ns ? now + around(b, o->churn_ns) : 0;
+	/* A bot that stops reading stays where it stalls. */
+	b->t_churn = o->churn_ns && !b->stall ? now + around(b, o->churn_ns) :
+						0;
 	if (b->stall && !b->stalled)
 		b->t_stall = now + o->stall_after_ns;
 }
