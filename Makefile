@@ -325,6 +325,16 @@ demo: deps
 plot:
 	$(Q)sh tools/plot/plot-latency.sh "$(out)demo-latency.csv"
 
+# The game demo: ao-arena under ao-bots (DEMO_GAME_PLAYERS bots for
+# DEMO_GAME_TIME), every snapshot verified, then the latency plot.
+DEMO_GAME_TIME ?= 10s
+DEMO_GAME_PLAYERS ?= 500
+PHONY += demo-game
+demo-game: deps
+	$(Q)$(MAKE) tools
+	$(Q)sh tools/demo-game.sh "$(abspath $(out)tools)" \
+		"$(DEMO_GAME_TIME)" "$(DEMO_GAME_PLAYERS)"
+
 # ---------------------------------------------------------------------------
 # Reliability: fuzzing (clang's libFuzzer), the soak run, the model check.
 
@@ -447,6 +457,9 @@ help:
 	@echo '  demo            - the quick-start demo: ao-echo under ao-load'
 	@echo '                    for DEMO_TIME (10s), then the latency plot'
 	@echo '  plot            - render the last demo latency CSV (gnuplot)'
+	@echo '  demo-game       - ao-arena under ao-bots (DEMO_GAME_PLAYERS=500'
+	@echo '                    bots for DEMO_GAME_TIME=10s), verified, and'
+	@echo '                    the input-to-visible latency plot'
 	@echo '  fuzz            - libFuzzer (clang) over the parsers for'
 	@echo '                    FUZZ_TIME seconds (60)'
 	@echo '  soak            - ao-echo under load and misbehaving clients'

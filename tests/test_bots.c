@@ -62,6 +62,7 @@ static void bot_free(struct bot *b)
 static void reset(void)
 {
 	memset(&meas, 0, sizeof(meas));
+	meas.on = true;
 	hist_init(&meas.latency);
 	hist_init(&meas.jitter);
 	hist_init(&meas.rtt);

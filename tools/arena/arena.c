@@ -9,7 +9,9 @@
  * The command line, the output and the signals follow ao-echo: the first
  * line of stdout is port=N once it listens; statistics lines every
  * --stats and a final report (text, or one JSON object per line with
- * --json); SIGINT or SIGTERM stop gracefully, SIGUSR1 prints a line now.
+ * --json); SIGINT or SIGTERM stop gracefully, SIGUSR1 prints a line now,
+ * SIGUSR2 starts the tick lateness figures afresh (a benchmark's measured
+ * phase) and prints a line.
  * Signals are read from a signalfd: nothing runs in a signal handler.
  */
 #include <arpa/inet.h>
@@ -93,7 +95,8 @@ static void usage(FILE *f)
 		"  -V, --version           the version\n"
 		"\n"
 		"The first line of stdout is port=N once it listens.  SIGINT or SIGTERM:\n"
-		"graceful stop, then the final report; SIGUSR1: a statistics line now.\n"
+		"graceful stop, then the final report; SIGUSR1: a statistics line now;\n"
+		"SIGUSR2: the tick lateness figures start afresh, and a statistics line.\n"
 		"\n"
 		"Exit status: 0 ok; 1 runtime error (start failed, stop timed out,\n"
 		"leaked buffers or connections, rooms inconsistent); 2 usage.\n",
@@ -639,10 +642,12 @@ int main(int argc, char **argv)
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGUSR1, SIG_DFL);
+	signal(SIGUSR2, SIG_DFL);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) ||
 	    (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) {
 		fprintf(stderr, "%s: signalfd: %s\n", prog, strerror(errno));
@@ -700,7 +705,9 @@ int main(int argc, char **argv)
 			continue;
 		if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
 			continue;
-		if (si.ssi_signo == SIGUSR1)
+		if (si.ssi_signo == SIGUSR2)
+			arena_reset_ticks(s.a); /* a measured phase starts */
+		if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2)
 			stats_now(&s);
 		else
 			stop = true;

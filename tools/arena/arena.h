@@ -91,6 +91,8 @@ struct ao_exec *arena_exec(const struct arena *a);
 struct ao_timers *arena_timers(const struct arena *a);
 uint64_t arena_period_ns(const struct arena *a);
 void arena_stats(struct arena *a, struct arena_stats *st);
+/* Start the tick lateness and work histograms afresh. */
+void arena_reset_ticks(struct arena *a);
 /* The lateness histogram of the ticks (a copy). */
 void arena_late_hist(struct arena *a, struct hist *h);
 

@@ -892,6 +892,14 @@ void arena_stats(struct arena *a, struct arena_stats *st)
 	free(h);
 }
 
+void arena_reset_ticks(struct arena *a)
+{
+	ao_spin_lock(&a->hist_lock);
+	hist_init(&a->late);
+	hist_init(&a->work);
+	ao_spin_unlock(&a->hist_lock);
+}
+
 void arena_late_hist(struct arena *a, struct hist *h)
 {
 	ao_spin_lock(&a->hist_lock);

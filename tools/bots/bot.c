@@ -119,7 +119,8 @@ bool bot_queue(struct bot *b, const uint8_t *payload, size_t len)
 	for (i = 0; i < len; i++)
 		b->tx[(b->tx_end + i) & (BOT_TX - 1)] = payload[i];
 	b->tx_end += len;
-	BOT_BUMP(bot_meas_of(b)->stat[S_MSGS_OUT], 1);
+	if (bot_meas_of(b)->on)
+		BOT_BUMP(bot_meas_of(b)->stat[S_MSGS_OUT], 1);
 	bot_mark_dirty(b);
 	return true;
 }
@@ -341,7 +342,8 @@ static void check_self(struct bot *b, const struct ap_entry *e, uint64_t now)
 			if (in->seq > seq)
 				break;
 			ap_move(&b->world, &b->x, &b->y, in->dir);
-			if (!b->stall) /* measured: the bots that read */
+			/* Measured: the bots that read, the window. */
+			if (!b->stall && m->on)
 				hist_record(&m->latency, now - in->t_sent);
 			BOT_BUMP(m->stat[S_INPUTS_SEEN], 1);
 			last = in->seq;
@@ -383,7 +385,7 @@ static void on_snapshot(struct bot *b, const struct ap_msg *m, uint64_t now)
 			 m->snap.room, b->room);
 		return;
 	}
-	if (!b->stall)
+	if (!b->stall && meas->on)
 		BOT_BUMP(meas->stat[S_SNAPS], 1);
 	if ((b->have_tick && tick <= b->last_tick) || tick < b->join_tick) {
 		bot_fail(b, F_TICK_ORDER, "tick %u after tick %u (joined %u)",
@@ -428,8 +430,8 @@ static void on_snapshot(struct bot *b, const struct ap_msg *m, uint64_t now)
 		bot_fail(b, F_SELF_MISSING, "not in room %u's tick %u", b->room,
 			 tick);
 
-	/* Delivery, gaps and jitter, of the bots that read. */
-	if (b->stall) {
+	/* Delivery, gaps and jitter, of the bots that read, in the window. */
+	if (b->stall || !meas->on) {
 		b->first_snap = false;
 	} else if (b->first_snap) {
 		BOT_BUMP(meas->stat[S_SNAPS_EXPECTED], tick - b->join_tick + 1);
@@ -509,7 +511,8 @@ void bot_on_frame(struct bot *b, const uint8_t *p, size_t n, uint64_t now)
 	struct ap_msg m;
 	int r;
 
-	BOT_BUMP(meas->stat[S_MSGS_IN], 1);
+	if (meas->on)
+		BOT_BUMP(meas->stat[S_MSGS_IN], 1);
 	r = ap_decode(p, n, &m);
 	if (r) {
 		bot_fail(b, F_PROTOCOL, "a frame of type 0x%02x, %zu bytes: %s",
@@ -534,7 +537,7 @@ void bot_on_frame(struct bot *b, const uint8_t *p, size_t n, uint64_t now)
 		 * of the last one or of an earlier one. */
 		if (m.ping.stamp && m.ping.stamp <= b->ping_sent &&
 		    now >= m.ping.stamp) {
-			if (!b->stall) /* measured: the bots that read */
+			if (!b->stall && meas->on)
 				hist_record(&meas->rtt, now - m.ping.stamp);
 			BOT_BUMP(meas->stat[S_PONGS], 1);
 		} else {

@@ -106,8 +106,9 @@ static void usage(FILE *f)
 		"      --chat=T          mean time between a bot's chat lines (default\n"
 		"                        5s; 0: no chat)\n"
 		"      --ping=T          time between a bot's pings (default 1s; 0: none)\n"
-		"  -d, --duration=T      play for T (default 10s; ms, s, m, h)\n"
+		"  -d, --duration=T      play and measure for T (default 10s; ms, s, m, h)\n"
 		"      --ramp=T          connect the bots evenly over T (default 1s)\n"
+		"      --warmup=T        after the ramp, play T unmeasured (default 0)\n"
 		"      --drain=T         after the run, wait up to T for the last inputs\n"
 		"                        and chat lines to come back (default 2s)\n"
 		"      --timeout=T       connect timeout (default 5s)\n"
@@ -153,6 +154,7 @@ enum {
 	OPT_CHAT = 256,
 	OPT_PING,
 	OPT_RAMP,
+	OPT_WARMUP,
 	OPT_DRAIN,
 	OPT_TIMEOUT,
 	OPT_CHURN,
@@ -173,6 +175,7 @@ static const struct option long_opts[] = {
 	{ "ping", required_argument, NULL, OPT_PING },
 	{ "duration", required_argument, NULL, 'd' },
 	{ "ramp", required_argument, NULL, OPT_RAMP },
+	{ "warmup", required_argument, NULL, OPT_WARMUP },
 	{ "drain", required_argument, NULL, OPT_DRAIN },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "churn", required_argument, NULL, OPT_CHURN },
@@ -269,6 +272,9 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 			break;
 		case OPT_RAMP:
 			o->ramp_ns = need_duration("ramp", optarg, 0);
+			break;
+		case OPT_WARMUP:
+			o->warmup_ns = need_duration("warmup", optarg, 0);
 			break;
 		case OPT_DRAIN:
 			o->drain_ns = need_duration("drain", optarg, 0);
@@ -672,7 +678,8 @@ static void bots_on_data(struct eng *e, struct eng_conn *c, const uint8_t *p,
 	struct bots_worker *w = to_worker(e);
 	struct bot *b = to_bot(c);
 
-	BOT_BUMP(w->m.stat[S_BYTES_IN], n);
+	if (w->m.on)
+		BOT_BUMP(w->m.stat[S_BYTES_IN], n);
 	bot_on_data(b, p, n, now);
 	heap_fix(w, b);
 }
@@ -682,7 +689,8 @@ static void bots_on_sent(struct eng *e, struct eng_conn *c, size_t n)
 	struct bot *b = to_bot(c);
 
 	b->tx_sent += n;
-	BOT_BUMP(to_worker(e)->m.stat[S_BYTES_OUT], n);
+	if (to_worker(e)->m.on)
+		BOT_BUMP(to_worker(e)->m.stat[S_BYTES_OUT], n);
 }
 
 static int bots_unsent(struct eng *e, struct eng_conn *c, struct iovec *iov)
@@ -748,6 +756,7 @@ static uint64_t bots_tick(struct eng *e, uint64_t now)
 		w->t_stop = now;
 		w->t_end = now + w->ctx->o.drain_ns;
 	}
+	w->m.on = now >= w->ctx->t_measure && now < w->t_stop;
 	if (!w->stopping && now >= w->t_stop) {
 		/* Stalled bots read again: they must reach the close. */
 		w->stopping = true;
@@ -964,7 +973,7 @@ static void print_text(const struct bots_ctx *ctx, const struct bot_meas *t,
 	unsigned int i;
 
 	printf("%s: %s port %u, %u players, %s engine, %u thread%s, "
-	       "%.2f s\n",
+	       "%.2f s measured\n",
 	       prog, o->addr, o->port, o->players, engine_name(o->engine),
 	       o->threads, o->threads == 1 ? "" : "s", secs);
 	printf("  sessions    %llu connects, %llu joins, %llu leaves, %llu "
@@ -1030,10 +1039,11 @@ static void print_json(const struct bots_ctx *ctx, const struct bot_meas *t,
 
 	printf("{\"tool\":\"ao-bots\",\"version\":\"%s\",\"addr\":\"%s\","
 	       "\"port\":%u,\"players\":%u,\"threads\":%u,\"engine\":\"%s\","
-	       "\"seconds\":%.6f,\"churn_s\":%.3f,\"stall\":%u,",
+	       "\"seconds\":%.6f,\"warmup_s\":%.3f,\"churn_s\":%.3f,"
+	       "\"stall\":%u,",
 	       AO_VERSION, o->addr, o->port, o->players, o->threads,
-	       engine_name(o->engine), secs, (double)o->churn_ns / 1e9,
-	       o->stall);
+	       engine_name(o->engine), secs, (double)o->warmup_ns / 1e9,
+	       (double)o->churn_ns / 1e9, o->stall);
 	printf("\"connects\":%llu,\"welcomes\":%llu,\"joins\":%llu,"
 	       "\"leaves\":%llu,\"reconnects\":%llu,\"snapshots\":%llu,"
 	       "\"snapshots_expected\":%llu,\"delivered\":%.6f,"
@@ -1170,7 +1180,8 @@ int main(int argc, char **argv)
 	}
 	pthread_barrier_wait(&barrier); /* the threads are set up */
 	ctx.t0 = ao_now_ns();
-	ctx.t_stop = ctx.t0 + ctx.o.ramp_ns + ctx.o.duration_ns;
+	ctx.t_measure = ctx.t0 + ctx.o.ramp_ns + ctx.o.warmup_ns;
+	ctx.t_stop = ctx.t_measure + ctx.o.duration_ns;
 	ctx.t_end = ctx.t_stop + ctx.o.drain_ns;
 	pthread_barrier_wait(&barrier);
 	if (setup_failed) {
@@ -1224,7 +1235,11 @@ int main(int argc, char **argv)
 		}
 	}
 	collect(&ctx, t);
-	secs = (double)(t_end - ctx.t0) / 1e9;
+	/* Rates over the measured window (an interrupt may cut it). */
+	if (t_end > ctx.t_stop)
+		t_end = ctx.t_stop;
+	secs = t_end > ctx.t_measure ? (double)(t_end - ctx.t_measure) / 1e9 :
+				       0;
 	if (secs <= 0)
 		secs = 1e-9;
 	if (failures(t)) {

@@ -73,8 +73,12 @@ enum bot_stat {
 	S_NR
 };
 
-/* What a thread measures. */
+/* What a thread measures.  The rates and distributions (snapshots,
+ * latency, jitter, round trips, messages, bytes) cover the measured
+ * window only (on: from --ramp + --warmup to the end of --duration); the
+ * session counts and the failures the whole run. */
 struct bot_meas {
+	bool on; /* in the measured window (the thread's view) */
 	uint64_t stat[S_NR];
 	uint64_t fail[F_NR];
 	struct hist latency; /* input sent -> first snapshot showing it */
@@ -182,8 +186,9 @@ struct bots_opts {
 	uint64_t rate; /* inputs per second per bot; 0: the tick rate */
 	uint64_t chat_ns; /* mean interval between a bot's chat lines */
 	uint64_t ping_ns;
-	uint64_t duration_ns;
+	uint64_t duration_ns; /* measured, after ramp + warmup */
 	uint64_t ramp_ns;
+	uint64_t warmup_ns; /* played, not measured */
 	uint64_t drain_ns; /* after the run: inputs and chats come back */
 	uint64_t timeout_ns; /* connect */
 	uint64_t churn_ns; /* mean time in a room before leaving; 0: none */
@@ -203,7 +208,8 @@ struct bots_ctx {
 	struct sockaddr_storage sa;
 	socklen_t salen;
 	uint64_t t0; /* the start */
-	uint64_t t_stop; /* no more inputs and chats after this */
+	uint64_t t_measure; /* the measured window starts */
+	uint64_t t_stop; /* ... and ends: no more inputs and chats */
 	uint64_t t_end; /* the drain ends */
 	int stop; /* atomic: interrupted */
 	unsigned int done; /* atomic: threads finished */
