@@ -833,7 +833,10 @@ static int worker_setup(struct bots_worker *w)
 		b->fd = -1;
 		b->id = i * o->threads + w->tid;
 		b->heap_idx = NO_HEAP;
-		b->stall = b->id < o->stall;
+		/* The --stall bots spread evenly over the ids (and so over
+		 * the rooms, which fill in connect order). */
+		b->stall = (uint64_t)(b->id + 1) * o->stall / o->players !=
+			   (uint64_t)b->id * o->stall / o->players;
 		if (w->rxbufs)
 			b->rxbuf = w->rxbufs + (size_t)i * BOT_RXBUF;
 		bot_reset(b);
