@@ -288,7 +288,7 @@ static inline uint64_t next_enc(uint64_t time, bool precise)
 {
 	if (time >= NO_TIME >> 1)
 		return NO_TIME;
-	return time << 1 | !precise;
+	return time << 1 | (precise ? 0 : 1);
 }
 
 static inline uint64_t ts_clock(const struct ao_timers *ts)
@@ -616,18 +616,28 @@ static void shard_next(struct tw_shard *sh)
 
 static inline void wheel_add(struct tw_shard *sh, struct ao_timer *t)
 {
-	uint64_t x = expires_of(t), e = sh->elapsed, g;
-	unsigned int lvl = 0, s = GRAN_SHIFT;
+	uint64_t x = expires_of(t), e = sh->elapsed, g, d;
+	unsigned int lvl = 0, s;
 
 	if (x < e)
 		x = e;
-	/* The lowest level whose window (the current and the next granule
-	 * of the level above) holds x. */
-	while (lvl < LEVELS - 1 &&
-	       (x >> (s + LVL_BITS)) - (e >> (s + LVL_BITS)) > 1) {
-		lvl++;
-		s += LVL_BITS;
+	/*
+	 * The lowest level whose window (the current and the next granule
+	 * of the level above) holds x: the first lvl with d(lvl) <= 1,
+	 * where d(lvl) = (x >> s(lvl + 1)) - (e >> s(lvl + 1)).  d(lvl) is
+	 * d(0) >> 6 lvl, or one more (the floors): so with m the top bit
+	 * of d(0) > 1, level m / 6 + 1 always fits and m / 6 may.
+	 */
+	d = (x >> (GRAN_SHIFT + LVL_BITS)) - (e >> (GRAN_SHIFT + LVL_BITS));
+	if (d > 1) {
+		lvl = (63u - (unsigned int)__builtin_clzll(d)) / LVL_BITS;
+		s = lvl_shift(lvl) + LVL_BITS;
+		if ((x >> s) - (e >> s) > 1)
+			lvl++;
+		if (lvl > LEVELS - 1)
+			lvl = LEVELS - 1;
 	}
+	s = lvl_shift(lvl);
 	g = x >> s;
 	if (g - (e >> s) >= SLOTS) /* beyond the top level: its last slot */
 		g = (e >> s) + SLOTS - 1;

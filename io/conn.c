@@ -681,7 +681,7 @@ void io_conn_timer(struct ao_conn *c)
 /* ---- creation ---- */
 
 struct ao_conn *io_conn_new(struct io_ring *r, int fd,
-			    const struct sockaddr_in *peer)
+			    const union io_addr *peer, socklen_t peer_len)
 {
 	struct ao_server *srv = r->srv;
 	struct ao_conn *c = aligned_alloc(AO_CACHELINE_SIZE, sizeof(*c));
@@ -697,8 +697,10 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 	c->ring = r;
 	c->fd = fd;
 	c->id = __atomic_add_fetch(&srv->next_id, 1, __ATOMIC_RELAXED);
-	if (peer)
-		c->peer = *peer;
+	if (peer && peer_len && peer_len <= sizeof(c->peer)) {
+		memcpy(&c->peer, peer, peer_len);
+		c->peer_len = peer_len;
+	}
 	c->state = CONN_OPEN;
 	c->held_tail = &c->held;
 	c->last_rx_ns = io_now();
@@ -991,9 +993,30 @@ unsigned int ao_conn_ring(const struct ao_conn *c)
 	return c->ring->index;
 }
 
+int ao_conn_peer_addr(const struct ao_conn *c, struct sockaddr *sa,
+		      socklen_t *len)
+{
+	if (!c || !sa || !len)
+		return -EINVAL;
+	memcpy(sa, &c->peer, *len < c->peer_len ? *len : c->peer_len);
+	*len = c->peer_len;
+	return 0;
+}
+
 void ao_conn_peer(const struct ao_conn *c, struct sockaddr_in *sa)
 {
-	*sa = c->peer;
+	const struct in6_addr *a6 = &c->peer.in6.sin6_addr;
+
+	memset(sa, 0, sizeof(*sa));
+	if (c->peer.sa.sa_family == AF_INET) {
+		*sa = c->peer.in;
+	} else if (c->peer.sa.sa_family == AF_INET6 &&
+		   IN6_IS_ADDR_V4MAPPED(a6)) {
+		/* An IPv4 client of a dual-stack ("::") listener. */
+		sa->sin_family = AF_INET;
+		sa->sin_port = c->peer.in6.sin6_port;
+		memcpy(&sa->sin_addr, &a6->s6_addr[12], 4);
+	}
 }
 
 size_t ao_conn_send_queued(struct ao_conn *c)

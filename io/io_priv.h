@@ -76,6 +76,13 @@ struct pkt_work {
 
 struct io_ring;
 
+/* A socket address of either family: the listener's, a peer's. */
+union io_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
 struct ao_conn {
 	/* Shared between threads. */
 	uint32_t refs; /* atomic */
@@ -108,7 +115,8 @@ struct ao_conn {
 	uint64_t id;
 	struct io_ring *ring;
 	struct ao_server *srv;
-	struct sockaddr_in peer;
+	union io_addr peer;
+	socklen_t peer_len; /* 0: unknown */
 
 	/* Ring thread only. */
 	int fd;
@@ -212,6 +220,8 @@ struct ao_server {
 	const struct io_backend *be;
 	enum ao_io_backend backend;
 	unsigned int ring_flags; /* uring setup flags in use */
+	union io_addr addr; /* cfg.address, parsed (port 0) */
+	socklen_t addr_len;
 	uint16_t port;
 	bool started;
 	bool ring_handlers; /* AO_SERVER_RING_HANDLERS */
@@ -237,7 +247,7 @@ struct io_ring *io_current_ring(void);
 
 /* conn.c: connection objects and the paths shared by the backends. */
 struct ao_conn *io_conn_new(struct io_ring *r, int fd,
-			    const struct sockaddr_in *peer);
+			    const union io_addr *peer, socklen_t peer_len);
 /* Input from the socket: frame it and queue the packets.  Returns true if
  * the connection kept a reference on buf (the caller must not reuse it). */
 bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len);

@@ -142,6 +142,13 @@
  * not silence: while it lasts, the timer comes back every eighth of the
  * idle timeout and restarts the count.
  *
+ * Addresses.  cfg.address is parsed once, at create, by getaddrinfo()
+ * with AI_NUMERICHOST (never a name lookup): an IPv4 dotted quad or an
+ * IPv6 address, brackets and scope id allowed.  "::" is bound with
+ * IPV6_V6ONLY off, so one listener takes both families and IPv4 peers
+ * appear as IPv4-mapped addresses; the peer is kept as getpeername()
+ * gave it (ao_conn_peer_addr()), and ao_conn_peer() unmaps it.
+ *
  * Stop.  ao_server_stop() flags the rings.  Each stops accepting, puts
  * every connection in DRAINING with reason AO_CLOSE_SHUTDOWN and the drain
  * deadline, and exits once every conn it made has been freed (the handlers
@@ -155,6 +162,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
 #include <aorta/core/cpu.h>
@@ -248,10 +256,50 @@ static int resolve_config(struct ao_server_config *c)
 	return 0;
 }
 
+/*
+ * A numeric IPv4 or IPv6 address (brackets and a scope id allowed) into
+ * *a, port 0; getaddrinfo() with AI_NUMERICHOST, so never a name lookup.
+ * IPv4 must be a dotted quad: getaddrinfo() also takes inet_aton()'s
+ * shorthands ("1.2.3" is 1.2.0.3), which are more likely typos.
+ */
+static int parse_address(const char *s, union io_addr *a, socklen_t *len)
+{
+	struct addrinfo hints = {
+		.ai_flags = AI_PASSIVE | AI_NUMERICHOST,
+		.ai_socktype = SOCK_STREAM,
+	};
+	struct addrinfo *res;
+	char host[NI_MAXHOST];
+	size_t n = strlen(s);
+	struct in_addr a4;
+	int err = -EINVAL;
+
+	if (n >= sizeof(host))
+		return -EINVAL;
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+		memcpy(host, s + 1, n - 2);
+		host[n - 2] = '\0';
+	} else {
+		memcpy(host, s, n + 1);
+	}
+	if (!host[0] || getaddrinfo(host, NULL, &hints, &res))
+		return -EINVAL;
+	if (res->ai_addrlen <= sizeof(*a) &&
+	    (res->ai_family == AF_INET6 ||
+	     (res->ai_family == AF_INET && s[0] != '[' &&
+	      inet_pton(AF_INET, host, &a4) == 1))) {
+		memset(a, 0, sizeof(*a));
+		memcpy(a, res->ai_addr, res->ai_addrlen);
+		*len = res->ai_addrlen;
+		err = 0;
+	}
+	freeaddrinfo(res);
+	return err;
+}
+
 int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 {
 	struct ao_server *srv;
-	struct in_addr a;
 	int err;
 
 	if (!cfg || !out)
@@ -263,10 +311,9 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 	err = resolve_config(&srv->cfg);
 	if (err)
 		goto fail;
-	if (inet_pton(AF_INET, srv->cfg.address, &a) != 1) {
-		err = -EINVAL;
+	err = parse_address(srv->cfg.address, &srv->addr, &srv->addr_len);
+	if (err)
 		goto fail;
-	}
 	srv->low_water = srv->cfg.session_backlog / 2;
 	srv->ring_handlers = srv->cfg.flags & AO_SERVER_RING_HANDLERS;
 	srv->exec = cfg->exec;
@@ -357,7 +404,7 @@ fail:
 void io_ring_accepted(struct io_ring *r, int fd)
 {
 	struct ao_server *srv = r->srv;
-	struct sockaddr_in peer;
+	union io_addr peer;
 	socklen_t plen = sizeof(peer);
 	struct ao_conn *c;
 	int one = 1;
@@ -380,8 +427,9 @@ void io_ring_accepted(struct io_ring *r, int fd)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &srv->cfg.sock_sndbuf,
 			   sizeof(int));
 	memset(&peer, 0, sizeof(peer));
-	getpeername(fd, (struct sockaddr *)&peer, &plen);
-	c = io_conn_new(r, fd, &peer);
+	if (getpeername(fd, &peer.sa, &plen) || plen > sizeof(peer))
+		plen = 0;
+	c = io_conn_new(r, fd, &peer, plen);
 	if (!c) {
 		__atomic_fetch_sub(&srv->nconns, 1, __ATOMIC_RELAXED);
 		close(fd);
@@ -538,12 +586,14 @@ static void *ring_main(void *arg)
 static int open_listener(struct ao_server *srv, struct io_ring *r,
 			 uint16_t port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port) };
-	int one = 1, fd;
+	union io_addr sa = srv->addr;
+	int one = 1, zero = 0, fd;
 
-	inet_pton(AF_INET, srv->cfg.address, &sa.sin_addr);
-	fd = socket(AF_INET,
+	if (sa.sa.sa_family == AF_INET6)
+		sa.in6.sin6_port = htons(port);
+	else
+		sa.in.sin_port = htons(port);
+	fd = socket(sa.sa.sa_family,
 		    SOCK_STREAM | SOCK_CLOEXEC |
 			    (srv->backend == AO_IO_EPOLL ? SOCK_NONBLOCK : 0),
 		    0);
@@ -553,7 +603,12 @@ static int open_listener(struct ao_server *srv, struct io_ring *r,
 	if (srv->cfg.rings > 1 &&
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
 		goto fail;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	/* "::" is dual stack whatever net.ipv6.bindv6only says. */
+	if (sa.sa.sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_UNSPECIFIED(&sa.in6.sin6_addr) &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)
+		goto fail;
+	if (bind(fd, &sa.sa, srv->addr_len) < 0 ||
 	    listen(fd, srv->cfg.backlog) < 0)
 		goto fail;
 	r->lfd = fd;
@@ -637,11 +692,14 @@ int ao_server_start(struct ao_server *srv)
 		if (err)
 			goto fail;
 		if (i == 0) {
-			struct sockaddr_in sa;
+			union io_addr sa;
 			socklen_t len = sizeof(sa);
 
-			getsockname(r->lfd, (struct sockaddr *)&sa, &len);
-			srv->port = ntohs(sa.sin_port);
+			memset(&sa, 0, sizeof(sa));
+			getsockname(r->lfd, &sa.sa, &len);
+			srv->port = ntohs(sa.sa.sa_family == AF_INET6 ?
+						  sa.in6.sin6_port :
+						  sa.in.sin_port);
 		}
 		/* Blocking for io_uring: a read SQE on an O_NONBLOCK file
 		 * would complete at once with -EAGAIN instead of waiting. */
@@ -676,7 +734,7 @@ int ao_server_start(struct ao_server *srv)
 	if (!(srv->cfg.flags & AO_SERVER_QUIET))
 		fprintf(stderr,
 			"aorta: io backend %s (flags 0x%x), %u ring%s, "
-			"%s:%u\n",
+			"%s port %u\n",
 			ao_io_backend_name(srv->backend), srv->ring_flags,
 			srv->cfg.rings, srv->cfg.rings > 1 ? "s" : "",
 			srv->cfg.address, srv->port);

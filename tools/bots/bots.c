@@ -97,7 +97,8 @@ static void usage(FILE *f)
 		"Play ao-arena with a swarm of bots; verify and measure what they see.\n"
 		"\n"
 		"Target:\n"
-		"  -a, --addr=ADDR       server address (default 127.0.0.1; IPv4 or IPv6)\n"
+		"  -a, --addr=ADDR       server address (default 127.0.0.1; IPv4 or IPv6,\n"
+		"                        ::1 or [::1])\n"
 		"  -p, --port=PORT       server port (required)\n"
 		"Bots:\n"
 		"  -n, --players=N       bots, one connection each (default 100)\n"
@@ -218,8 +219,6 @@ static uint64_t need_duration(const char *name, const char *s, uint64_t min)
 static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 {
 	struct bots_opts *o = &ctx->o;
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ctx->sa;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ctx->sa;
 	bool have_port = false;
 	int c;
 
@@ -373,19 +372,10 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 			exit(EXIT_FAILED);
 		}
 	}
-	memset(&ctx->sa, 0, sizeof(ctx->sa));
-	if (inet_pton(AF_INET, o->addr, &sin->sin_addr) == 1) {
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(o->port);
-		ctx->salen = sizeof(*sin);
-	} else if (inet_pton(AF_INET6, o->addr, &sin6->sin6_addr) == 1) {
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(o->port);
-		ctx->salen = sizeof(*sin6);
-	} else {
-		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address",
+	if (parse_addr(o->addr, o->port, &ctx->sa, &ctx->salen))
+		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address (like "
+			  "127.0.0.1, ::1 or [::1])",
 			  o->addr);
-	}
 }
 
 /* ------------------------------------------------------------------ */

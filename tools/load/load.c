@@ -59,7 +59,8 @@ static void usage(FILE *f)
 		"Load an echo server and measure its latency.\n"
 		"\n"
 		"Target:\n"
-		"  -a, --addr=ADDR       server address (default 127.0.0.1; IPv4 or IPv6)\n"
+		"  -a, --addr=ADDR       server address: IPv4 or IPv6, as 127.0.0.1, ::1\n"
+		"                        or [::1] (default 127.0.0.1)\n"
 		"  -p, --port=PORT       server port (required)\n"
 		"  -f, --framing=F       raw, len16 or len32 (2/4-byte length header in\n"
 		"                        network byte order; default raw): as the server\n"
@@ -165,8 +166,6 @@ static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 {
 	struct load_opts *o = &ctx->o;
 	bool have_port = false, have_duration = false;
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ctx->sa;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ctx->sa;
 	uint64_t v;
 	int c;
 
@@ -311,19 +310,10 @@ static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 		}
 	}
 
-	memset(&ctx->sa, 0, sizeof(ctx->sa));
-	if (inet_pton(AF_INET, o->addr, &sin->sin_addr) == 1) {
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(o->port);
-		ctx->salen = sizeof(*sin);
-	} else if (inet_pton(AF_INET6, o->addr, &sin6->sin6_addr) == 1) {
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(o->port);
-		ctx->salen = sizeof(*sin6);
-	} else {
-		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address",
+	if (parse_addr(o->addr, o->port, &ctx->sa, &ctx->salen))
+		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address (like "
+			  "127.0.0.1, ::1 or [::1])",
 			  o->addr);
-	}
 }
 
 /* ------------------------------------------------------------------ */

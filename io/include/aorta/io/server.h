@@ -81,7 +81,11 @@ struct ao_server_handlers {
  */
 
 struct ao_server_config {
-	const char *address; /* IPv4 address to bind; NULL: "127.0.0.1" */
+	const char *address; /* numeric IPv4 or IPv6 address to bind
+			      * ("10.0.0.1", "::1", "[::1]", "fe80::1%eth0");
+			      * "::" is dual stack (IPv6 and IPv4 clients);
+			      * "0.0.0.0" every IPv4 address; NULL:
+			      * "127.0.0.1" */
 	uint16_t port; /* 0: ephemeral (see ao_server_port()) */
 	int backlog; /* listen() backlog; 0: 512 */
 	unsigned int rings; /* ring threads (SO_REUSEPORT if > 1); 0: 1 */
@@ -134,8 +138,9 @@ struct ao_io_stats {
 	uint64_t accept_errors; /* accept failures (EMFILE, ...) */
 };
 
-/* Create a server (not started); 0, -EINVAL for a bad config, -ENOMEM,
- * or the error from creating its executor or pool. */
+/* Create a server (not started); 0, -EINVAL for a bad config (an address
+ * that is not a numeric IPv4 or IPv6 one included), -ENOMEM, or the error
+ * from creating its executor or pool. */
 AO_API int ao_server_create(const struct ao_server_config *cfg,
 			    struct ao_server **out);
 /* Bind, listen and start the ring threads.  0; -EADDRINUSE etc. from the
