@@ -60,7 +60,7 @@ static void usage(FILE *f)
 		"snapshot per tick broadcast to every member (tools/arena/PROTOCOL.md).\n"
 		"\n"
 		"Server:\n"
-		"  -a, --address=ADDR      bind address (default 127.0.0.1; IPv4)\n"
+		"  -a, --address=ADDR      bind address, IPv4 or IPv6 (default 127.0.0.1)\n"
 		"  -p, --port=PORT         port (default 0: ephemeral; see port=N)\n"
 		"  -w, --workers=N         executor workers (default 0: one per CPU)\n"
 		"  -r, --rings=N           ring threads (default 1)\n"
@@ -177,7 +177,8 @@ static uint64_t need_duration(const char *name, const char *s, uint64_t min,
 static void parse_args(int argc, char **argv, struct opts *o)
 {
 	struct arena_opts *a = &o->a;
-	struct in_addr in;
+	struct sockaddr_storage ss;
+	socklen_t sslen;
 	uint64_t v;
 	int c;
 
@@ -197,9 +198,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
-			if (inet_pton(AF_INET, optarg, &in) != 1)
-				bad_usage("--address: '%s' is not an IPv4 "
-					  "address",
+			if (parse_addr(optarg, 0, &ss, &sslen))
+				bad_usage("--address: '%s' is not an IPv4 or "
+					  "IPv6 address",
 					  optarg);
 			a->address = optarg;
 			break;
