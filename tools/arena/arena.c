@@ -86,6 +86,8 @@ static void usage(FILE *f)
 		"                          once megabytes of kernel buffer are full;\n"
 		"                          0: the system's, autotuned)\n"
 		"      --drain-timeout=T   bound of the graceful stop (default 5s)\n"
+		"      --spin=T            the workers' idle spin before they park\n"
+		"                          (default 0: the executor's, 20us)\n"
 		"Output:\n"
 		"  -S, --stats=T           a statistics line every T (default 0: never)\n"
 		"      --json              statistics lines and the final report as one\n"
@@ -123,6 +125,7 @@ enum {
 	OPT_BUFFERS,
 	OPT_SNDBUF,
 	OPT_DRAIN,
+	OPT_SPIN,
 	OPT_JSON,
 };
 
@@ -142,6 +145,7 @@ static const struct option long_opts[] = {
 	{ "buffers", required_argument, NULL, OPT_BUFFERS },
 	{ "sndbuf", required_argument, NULL, OPT_SNDBUF },
 	{ "drain-timeout", required_argument, NULL, OPT_DRAIN },
+	{ "spin", required_argument, NULL, OPT_SPIN },
 	{ "stats", required_argument, NULL, 'S' },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "quiet", no_argument, NULL, 'q' },
@@ -272,6 +276,12 @@ static void parse_args(int argc, char **argv, struct opts *o)
 					"1k..64M",
 					optarg);
 			a->sndbuf = (int)v;
+			break;
+		case OPT_SPIN:
+			a->spin_ns = (uint32_t)need_duration("spin", optarg, 0,
+							     NS / 10);
+			if (a->spin_ns && a->spin_ns < 1000)
+				bad_usage("--spin: '%s' is below 1us", optarg);
 			break;
 		case OPT_DRAIN:
 			a->drain_ns = need_duration("drain-timeout", optarg, MS,

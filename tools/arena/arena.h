@@ -22,6 +22,7 @@ struct arena_opts {
 	const char *address; /* NULL: 127.0.0.1 */
 	uint16_t port; /* 0: ephemeral */
 	unsigned int workers; /* 0: ao_cpu_count() */
+	uint32_t spin_ns; /* the workers' idle spin; 0: the executor's */
 	unsigned int rings; /* 0: 1 */
 	enum ao_io_backend backend;
 	bool ring_handlers; /* parse packets on the ring thread (default) */

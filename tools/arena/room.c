@@ -952,6 +952,7 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 
 	ec.kind = AO_EXEC_STEAL;
 	ec.workers = a->o.workers;
+	ec.spin_ns = a->o.spin_ns;
 	ec.name = "ao-w";
 	err = ao_exec_create(&ec, &a->exec);
 	if (err)

@@ -76,6 +76,8 @@ static unsigned int stall_readers = 1000, stall_bots = 200;
 static unsigned int bots_threads; /* 0: one per bots CPU */
 static const char *bots_engine = "epoll";
 static bool precise, no_pin;
+static const char *arena_extra[8]; /* --arena-arg= */
+static int narena_extra;
 static cpu_set_t srv_cpus, bots_cpus;
 static long clk_tck;
 static volatile pid_t live[2];
@@ -91,6 +93,7 @@ static const char extra_usage[] =
 	"  --bots-threads=N    ao-bots threads (default: one per bots CPU)\n"
 	"  --bots-engine=E     epoll or uring (default epoll)\n"
 	"  --precise           ticks in the timers' precise mode\n"
+	"  --arena-arg=ARG     one more ao-arena option (up to 8)\n"
 	"  --no-pin            do not pin the server and the bots\n"
 	"  --arena=PATH, --bots=PATH   the programs (default: next to this\n"
 	"                      one, ../arena/ao-arena and ../bots/ao-bots)";
@@ -148,6 +151,10 @@ static bool parse_extra(const char *a)
 		if (strcmp(v, "epoll") && strcmp(v, "uring"))
 			bad_value(a);
 		bots_engine = v;
+	} else if (!strncmp(a, "--arena-arg=", 12)) {
+		if (narena_extra == 8)
+			bad_value(a);
+		arena_extra[narena_extra++] = v;
 	} else if (!strcmp(a, "--precise")) {
 		precise = true;
 	} else if (!strcmp(a, "--no-pin")) {
@@ -353,8 +360,9 @@ static int child_end(struct child *c, double timeout)
 	return WIFEXITED(c->status) ? WEXITSTATUS(c->status) : -1;
 }
 
-/* user + system clock ticks of a process (all its threads); -1 if gone. */
-static long long proc_ticks(pid_t pid)
+/* user + system clock ticks of a process (all its threads), the user
+ * part in *user; -1 if gone. */
+static long long proc_ticks(pid_t pid, long long *user)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long ut, st;
@@ -374,6 +382,7 @@ static long long proc_ticks(pid_t pid)
 			 "%llu",
 			 &ut, &st) != 2)
 		return -1;
+	*user = (long long)ut;
 	return (long long)(ut + st);
 }
 
@@ -409,6 +418,7 @@ struct result {
 	enum variant var;
 	double seconds;
 	double cpu_us; /* server CPU per player-second */
+	double user_us; /* ... of it in user space */
 	double snaps_per_s, delivered, lat_p50_ms, lat_p99_ms, late_p99_ms;
 	double skipped, failures, server_share;
 	double mem_start_kb, mem_end_kb; /* outside the pool */
@@ -461,7 +471,7 @@ static void run_cell(struct result *r, unsigned int n, enum variant v,
 	struct argv aa = { .n = 0 }, ba = { .n = 0 };
 	static char start_line[65536], end_line[65536], bots_json[65536];
 	double ramp = n / 2000.0 < 1 ? 1 : n / 2000.0, t0, t_on;
-	long long ticks0, ticks1;
+	long long ticks0, ticks1, user0 = 0, user1 = 0;
 	unsigned int port = 0;
 	int rc;
 
@@ -482,6 +492,8 @@ static void run_cell(struct result *r, unsigned int n, enum variant v,
 		add(&aa, "--copy-broadcast");
 	if (precise)
 		add(&aa, "--precise");
+	for (int i = 0; i < narena_extra; i++)
+		add(&aa, "%s", arena_extra[i]);
 	if (child_start(&a, 0, aa.v, no_pin ? NULL : &srv_cpus)) {
 		snprintf(r->note, sizeof(r->note), "cannot start ao-arena");
 		broken = 1;
@@ -518,11 +530,11 @@ static void run_cell(struct result *r, unsigned int n, enum variant v,
 	/* The window: after the ramp and the warm-up, for seconds. */
 	t_on = t0 + ramp + WARMUP_S + 0.05;
 	nap(t_on - now_s());
-	ticks0 = proc_ticks(a.pid);
+	ticks0 = proc_ticks(a.pid, &user0);
 	if (!arena_line(&a, SIGUSR2, start_line, sizeof(start_line)))
 		start_line[0] = '\0';
 	nap(t_on + seconds - now_s());
-	ticks1 = proc_ticks(a.pid);
+	ticks1 = proc_ticks(a.pid, &user1);
 	if (!arena_line(&a, SIGUSR1, end_line, sizeof(end_line)))
 		end_line[0] = '\0';
 	bots_json[0] = '\0';
@@ -545,6 +557,8 @@ static void run_cell(struct result *r, unsigned int n, enum variant v,
 	r->seconds = jval(bots_json, "seconds");
 	r->cpu_us = (double)(ticks1 - ticks0) / (double)clk_tck * 1e6 /
 		    ((double)n * seconds);
+	r->user_us = (double)(user1 - user0) / (double)clk_tck * 1e6 /
+		     ((double)n * seconds);
 	r->snaps_per_s = jval(bots_json, "snapshots_per_s");
 	r->delivered = jval(bots_json, "delivered");
 	r->lat_p50_ms = jval(bots_json, "latency_p50_ns") / 1e6;
@@ -589,6 +603,7 @@ static void print_json(const struct result *r, const char *cell)
 	bench_json_int("ran", r->ran);
 	bench_json_num("seconds", r->seconds);
 	bench_json_num("server_cpu_us_per_player_s", r->cpu_us);
+	bench_json_num("server_user_us_per_player_s", r->user_us);
 	bench_json_num("snapshots_per_s", r->snaps_per_s);
 	bench_json_num("delivered", r->delivered);
 	bench_json_num("server_sent_share", r->server_share);
@@ -611,10 +626,11 @@ static void print_row(const struct result *r, const char *cell)
 		printf("%-14s %s\n", cell, r->note);
 		return;
 	}
-	printf("%-14s %6u %9.2f %9.0f %9.5f %7.1f %7.1f %8.3f %8.0f %6.0f%s%s\n",
-	       cell, r->players, r->cpu_us, r->snaps_per_s, r->delivered,
-	       r->lat_p50_ms, r->lat_p99_ms, r->late_p99_ms, r->skipped,
-	       r->failures, r->note[0] ? "  " : "", r->note);
+	printf("%-14s %6u %9.1f %6.1f %9.0f %9.5f %7.1f %7.1f %8.3f %8.0f "
+	       "%6.0f%s%s\n",
+	       cell, r->players, r->cpu_us, r->user_us, r->snaps_per_s,
+	       r->delivered, r->lat_p50_ms, r->lat_p99_ms, r->late_p99_ms,
+	       r->skipped, r->failures, r->note[0] ? "  " : "", r->note);
 }
 
 static bool fits(const struct result *r)
@@ -660,12 +676,13 @@ int main(int argc, char **argv)
 	if (!opts.json)
 		printf("arenabench: rooms of %d at %d Hz, %.0f s a cell "
 		       "(+ ramp and %.0f s warm-up), load average %.2f, %s\n"
-		       "%-14s %6s %9s %9s %9s %7s %7s %8s %8s %6s\n",
+		       "%-14s %6s %9s %6s %9s %9s %7s %7s %8s %8s %6s\n",
 		       ROOM, TICK_HZ, opts.seconds, WARMUP_S, bench_loadavg(),
 		       no_pin ? "not pinned" :
 				"server on the first CPU, bots on the others",
-		       "cell", "players", "cpu us/ps", "snaps/s", "delivered",
-		       "p50 ms", "p99 ms", "late p99", "skipped", "fails");
+		       "cell", "players", "cpu us/ps", "user", "snaps/s",
+		       "delivered", "p50 ms", "p99 ms", "late p99", "skipped",
+		       "fails");
 	fflush(stdout);
 	for (unsigned int i = 0; i < nplayers; i++) {
 		for (int v = 0; v < NVAR; v++) {
