@@ -615,6 +615,109 @@ static void test_broadcast_shared(void **state)
 	t_watchdog_disarm();
 }
 
+/* A work item that holds a strand until released. */
+struct blocker {
+	struct ao_work w;
+	int hold; /* atomic */
+	int running; /* atomic */
+};
+
+static void blocker_run(struct ao_work *w)
+{
+	struct blocker *b = container_of(w, struct blocker, w);
+
+	__atomic_store_n(&b->running, 1, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&b->hold, __ATOMIC_ACQUIRE))
+		t_sleep_ns(100000);
+}
+
+static uint32_t inbox_len(struct room *r)
+{
+	uint32_t n;
+
+	ao_spin_lock(&r->lock);
+	n = r->in.n;
+	ao_spin_unlock(&r->lock);
+	return n;
+}
+
+/*
+ * A player moving to a room whose tick runs late: room 2 (phase 0.62 of
+ * the period) is held while room 1's tick k applies the player's leave
+ * and hands it to room 2, whose late tick k - 1 then finds the join; the
+ * player was in room 1's tick k - 1, so the join waits for room 2's tick
+ * k, and the player's ticks never repeat.
+ */
+static void test_join_deferred(void **state)
+{
+	struct blocker blk = { .hold = 1 };
+	struct ap_msg m, s;
+	struct room *r2;
+	uint32_t id, k;
+	uint8_t p[16];
+	int a, b, c;
+
+	(void)state;
+	t_watchdog_arm(60, "arena join deferred");
+	start(2, false, 0, 0);
+	a = player(&id);
+	b = player(&id);
+	c = player(&id); /* room 2 */
+	tick();
+	tick();
+	m = expect(a, AP_JOINED);
+	assert_int_equal(m.joined.room, 1);
+	expect(a, AP_SNAPSHOT);
+	s = expect(a, AP_SNAPSHOT);
+	k = s.snap.tick + 1; /* room 1's next */
+	expect(b, AP_JOINED);
+	expect(b, AP_SNAPSHOT);
+	expect(b, AP_SNAPSHOT);
+	m = expect(c, AP_JOINED);
+	assert_int_equal(m.joined.room, 2);
+	expect(c, AP_SNAPSHOT);
+
+	/* a leaves for room 2 before room 1's tick k. */
+	cl_send(a, p, ap_enc_leave(p));
+	cl_send(a, p, ap_enc_join(p, 2));
+	sync_with(a);
+	WAIT_UNTIL(readers_drained(), 5000);
+	ao_spin_lock(&arena->lobby);
+	r2 = arena->rooms[1];
+	ao_spin_unlock(&arena->lobby);
+	ao_work_init(&blk.w, blocker_run);
+	assert_int_equal(ao_strand_submit(&r2->strand, &blk.w), 0);
+	WAIT_UNTIL(__atomic_load_n(&blk.running, __ATOMIC_ACQUIRE), 5000);
+	/* Room 2's tick k - 1 is due, then room 1's tick k. */
+	assert_int_equal(ao_timers_advance(arena_timers(arena),
+					   arena_period_ns(arena)),
+			 0);
+	s = expect(b, AP_SNAPSHOT);
+	assert_int_equal(s.snap.tick, k);
+	assert_int_equal(s.snap.count, 1);
+	WAIT_UNTIL(inbox_len(r2) == 1, 5000); /* a's join */
+	__atomic_store_n(&blk.hold, 0, __ATOMIC_RELEASE);
+	assert_int_equal(ao_exec_drain(arena_exec(arena)), 0);
+	s = expect(c, AP_SNAPSHOT);
+	assert_int_equal(s.snap.tick, k - 1);
+	assert_int_equal(s.snap.count, 1);
+	assert_int_equal(stats().joins_deferred, 1);
+	expect_none(a, 30);
+	/* Room 2's tick k takes a in. */
+	tick();
+	m = expect(a, AP_JOINED);
+	assert_int_equal(m.joined.room, 2);
+	assert_int_equal(m.joined.tick, k);
+	s = expect(a, AP_SNAPSHOT);
+	assert_int_equal(s.snap.tick, k);
+	assert_int_equal(s.snap.count, 2);
+	close(a);
+	close(b);
+	close(c);
+	stop();
+	t_watchdog_disarm();
+}
+
 /* Rooms fill up: the 4th player of rooms of 3 opens room 2. */
 static void test_rooms_fill(void **state)
 {
@@ -673,6 +776,7 @@ int main(void)
 		cmocka_unit_test(test_slow_member),
 		cmocka_unit_test(test_broadcast_shared),
 		cmocka_unit_test(test_rooms_fill),
+		cmocka_unit_test(test_join_deferred),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
