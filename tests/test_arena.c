@@ -615,6 +615,88 @@ static void test_broadcast_shared(void **state)
 	t_watchdog_disarm();
 }
 
+/* Take every free buffer of the arena's pool but keep: how many. */
+static uint32_t hog(struct ao_buf **held, uint32_t max, uint32_t keep)
+{
+	uint32_t n = 0;
+	struct ao_buf *b;
+
+	while (n < max && (b = ao_buf_get(arena->pool)))
+		held[n++] = b;
+	while (keep-- && n)
+		ao_buf_put(held[--n]);
+	return n;
+}
+
+/*
+ * An empty pool: a chat line waits for the next tick (never lost, in
+ * order); with --copy-broadcast, a member whose copy of a line cannot be
+ * made is closed (nobuf), not left without it.
+ */
+static void test_pool_empty(void **state)
+{
+	static struct ao_buf *held[4096];
+	uint32_t id1, id2, n;
+	struct ap_msg m;
+	uint8_t p[64];
+	int c1, c2;
+
+	(void)state;
+	t_watchdog_arm(60, "arena empty pool");
+	start(50, false, 0, 0);
+	c1 = player(&id1);
+	c2 = player(&id2);
+	tick();
+	for (int i = 0; i < 2; i++) {
+		expect(i ? c2 : c1, AP_JOINED);
+		expect(i ? c2 : c1, AP_SNAPSHOT);
+	}
+	cl_send(c1, p, ap_enc_chat(p, "one", 3));
+	sync_with(c1);
+	WAIT_UNTIL(readers_drained(), 5000); /* the pong's buffer is back */
+	n = hog(held, 4096, 0);
+	tick();
+	expect_none(c1, 30);
+	expect_none(c2, 30);
+	assert_int_equal(stats().chats_deferred, 1);
+	assert_int_equal(stats().snap_nobuf, 1);
+	while (n)
+		ao_buf_put(held[--n]);
+	tick();
+	for (int i = 0; i < 2; i++) {
+		m = expect(i ? c2 : c1, AP_CHAT_LINE);
+		assert_int_equal(m.line.chat_seq, 0);
+		assert_int_equal(m.line.from, id1);
+		expect(i ? c2 : c1, AP_SNAPSHOT);
+	}
+	close(c1);
+	close(c2);
+	stop();
+
+	/* A copy per member: one buffer for the line, none for the copies:
+	 * each member is closed rather than left without the line. */
+	start(50, true, 0, 0);
+	c1 = player(&id1);
+	c2 = player(&id2);
+	tick();
+	for (int i = 0; i < 2; i++) {
+		expect(i ? c2 : c1, AP_JOINED);
+		expect(i ? c2 : c1, AP_SNAPSHOT);
+	}
+	cl_send(c1, p, ap_enc_chat(p, "two", 3));
+	sync_with(c1);
+	WAIT_UNTIL(readers_drained(), 5000);
+	n = hog(held, 4096, 1);
+	tick();
+	expect_closed(c1, 0);
+	expect_closed(c2, 0);
+	assert_int_equal(stats().closes[AC_NOBUF], 2);
+	while (n)
+		ao_buf_put(held[--n]);
+	stop();
+	t_watchdog_disarm();
+}
+
 /* A work item that holds a strand until released. */
 struct blocker {
 	struct ao_work w;
@@ -777,6 +859,7 @@ int main(void)
 		cmocka_unit_test(test_broadcast_shared),
 		cmocka_unit_test(test_rooms_fill),
 		cmocka_unit_test(test_join_deferred),
+		cmocka_unit_test(test_pool_empty),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

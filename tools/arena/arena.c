@@ -468,7 +468,8 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       (unsigned long long)ar->work_p99_ns,
 	       (unsigned long long)ar->work_max_ns);
 	printf("\"snaps_sent\":%llu,\"snaps_skipped\":%llu,\"snap_bufs\":%llu,"
-	       "\"snap_nobuf\":%llu,\"chat_lines\":%llu,\"inputs\":%llu,"
+	       "\"snap_nobuf\":%llu,\"chat_lines\":%llu,"
+	       "\"chats_deferred\":%llu,\"inputs\":%llu,"
 	       "\"joins\":%llu,\"leaves\":%llu,\"joins_deferred\":%llu,"
 	       "\"accepted\":%llu,\"rejected\":%llu,\"packets_in\":%llu,"
 	       "\"bytes_in\":%llu,\"packets_out\":%llu,\"bytes_out\":%llu,"
@@ -478,6 +479,7 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       (unsigned long long)ar->snap_bufs,
 	       (unsigned long long)ar->snap_nobuf,
 	       (unsigned long long)ar->chat_lines,
+	       (unsigned long long)ar->chats_deferred,
 	       (unsigned long long)ar->inputs, (unsigned long long)ar->joins,
 	       (unsigned long long)ar->leaves,
 	       (unsigned long long)ar->joins_deferred,
@@ -575,10 +577,11 @@ static void print_final_text(struct state *s, const struct snap *sn,
 	       (unsigned long long)ar->snaps_skipped,
 	       (unsigned long long)ar->snap_bufs,
 	       (unsigned long long)ar->snap_nobuf);
-	printf("  traffic      %llu inputs, %llu chat lines; %llu bytes in, "
-	       "%llu bytes out\n",
+	printf("  traffic      %llu inputs, %llu chat lines (%llu waited a "
+	       "tick for a buffer); %llu bytes in, %llu bytes out\n",
 	       (unsigned long long)ar->inputs,
 	       (unsigned long long)ar->chat_lines,
+	       (unsigned long long)ar->chats_deferred,
 	       (unsigned long long)io->bytes_in,
 	       (unsigned long long)io->bytes_out);
 	printf("  closes       ");

@@ -49,6 +49,8 @@ enum arena_close {
 	AC_FLOOD,
 	AC_SERVER_FULL,
 	AC_STALLED, /* skipped for stall_ns: closed as a slow consumer */
+	AC_NOBUF, /* --copy-broadcast: no buffer for its copy of a chat
+		   * line (closed as a slow consumer rather than miss it) */
 	AC_NR
 };
 
@@ -68,6 +70,7 @@ struct arena_stats {
 	uint64_t snap_bufs; /* buffers built for snapshots */
 	uint64_t snap_nobuf; /* snapshots lost to an empty pool */
 	uint64_t chat_lines; /* chat lines broadcast */
+	uint64_t chats_deferred; /* to the next tick: no buffer for them */
 	uint64_t inputs; /* inputs applied */
 	uint64_t joins, leaves; /* applied */
 	uint64_t joins_deferred; /* to a later tick (tick order) */

@@ -156,7 +156,7 @@ static const char *const close_names[AC_NR] = {
 	[AC_BAD_TYPE] = "bad_type", [AC_MALFORMED] = "malformed",
 	[AC_ORDER] = "order",	    [AC_CHAT_LONG] = "chat_long",
 	[AC_FLOOD] = "flood",	    [AC_SERVER_FULL] = "server_full",
-	[AC_STALLED] = "stalled",
+	[AC_STALLED] = "stalled",   [AC_NOBUF] = "nobuf",
 };
 
 const char *arena_close_name(enum arena_close why)
@@ -193,23 +193,33 @@ static int reply(struct arena *a, struct ao_conn *c, const uint8_t *p,
 	return r;
 }
 
-/* Send buf to a member: the same buffer (a reference), or a copy with
- * --copy-broadcast (what a server without refcounted buffers does). */
-static void send_shared(struct arena *a, struct ao_conn *c, struct ao_buf *buf)
+/*
+ * Send buf to a member: the same buffer (a reference), or a copy with
+ * --copy-broadcast (what a server without refcounted buffers does).  A
+ * copy the pool cannot give: a snapshot is skipped for that member
+ * (false), but a chat line must not be lost, so the member is closed as a
+ * slow consumer (counted: nobuf) rather than miss it.
+ */
+static bool send_shared(struct arena *a, struct ao_conn *c, struct ao_buf *buf,
+			bool reliable)
 {
 	struct ao_buf *copy;
 
 	if (!a->o.copy_broadcast) {
 		ao_conn_send_packet(c, buf);
-		return;
+		return true;
 	}
 	copy = ao_buf_get(a->pool);
-	if (!copy)
-		return; /* counted by the pool (exhausted) */
+	if (!copy) {
+		if (reliable && !ao_conn_close_slow(c))
+			ADD(a->st.closes[AC_NOBUF], 1);
+		return false;
+	}
 	memcpy(copy->data, buf->data, buf->len);
 	copy->len = buf->len;
 	ao_conn_send_packet(c, copy);
 	ao_buf_put(copy);
+	return true;
 }
 
 /* ------------------------------------------------------------------ */
@@ -482,7 +492,9 @@ out:
 	__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 }
 
-/* Step 4: one buffer per chat line, to the members and the leavers. */
+/* Step 4: one buffer per chat line, to the members and the leavers.  A
+ * line the pool has no buffer for waits for the next tick, with the ones
+ * after it (chat lines are never dropped, and keep their order). */
 static void send_chats(struct room *r, uint32_t tick)
 {
 	struct arena *a = r->a;
@@ -492,28 +504,32 @@ static void send_chats(struct room *r, uint32_t tick)
 	for (i = 0; i < r->nchats; i++) {
 		struct event *e = &r->chats[i];
 		const uint8_t *text = (const uint8_t *)e->buf->data + 1;
-		size_t n = ap_enc_chat_line(p, r->id, tick, r->chat_seq++,
+		size_t n = ap_enc_chat_line(p, r->id, tick, r->chat_seq,
 					    e->p->id, text, e->buf->len - 1);
 		struct ao_buf *b = payload_buf(a, p, n);
 
-		ao_buf_put(e->buf);
-		if (!b)
-			continue;
+		if (!b) {
+			ADD(a->st.chats_deferred, r->nchats - i);
+			break;
+		}
+		r->chat_seq++;
 		for (k = 0; k < r->nmembers; k++)
-			send_shared(a, r->members[k]->conn, b);
+			send_shared(a, r->members[k]->conn, b, true);
 		for (k = 0; k < r->nleavers; k++)
-			send_shared(a, r->leavers[k]->conn, b);
+			send_shared(a, r->leavers[k]->conn, b, true);
 		ao_buf_put(b);
+		ao_buf_put(e->buf);
 		ADD(a->st.chat_lines, 1);
 	}
-	r->nchats = 0;
+	memmove(r->chats, r->chats + i, (r->nchats - i) * sizeof(*r->chats));
+	r->nchats -= i;
 }
 
 /* Step 5: one snapshot for every member that is not still busy. */
 static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 {
 	struct arena *a = r->a;
-	uint32_t i, sent = 0, skipped = 0;
+	uint32_t i, sent = 0, skipped = 0, nobuf = 0;
 	struct ao_buf *b;
 
 	if (!r->nmembers)
@@ -545,8 +561,10 @@ static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 		m->has_tick = true;
 		if (!m->stalled) {
 			m->stall_since = 0;
-			send_shared(a, m->conn, b);
-			sent++;
+			if (send_shared(a, m->conn, b, false))
+				sent++;
+			else
+				nobuf++;
 			continue;
 		}
 		skipped++;
@@ -562,6 +580,7 @@ static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 	ADD(a->st.snap_bufs, a->o.copy_broadcast ? sent : 1);
 	ADD(a->st.snaps_sent, sent);
 	ADD(a->st.snaps_skipped, skipped);
+	ADD(a->st.snap_nobuf, nobuf);
 }
 
 /* Step 6: leavers go on to the room they asked for; the gone are freed. */
@@ -934,8 +953,10 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 		a->o.max_players = 10000;
 	if (!a->o.stall_ns)
 		a->o.stall_ns = 2 * NS;
-	if (!a->o.buffers)
-		a->o.buffers = 4 * a->o.max_players + 1024;
+	if (!a->o.buffers) /* a copy per member needs many more */
+		a->o.buffers =
+			(a->o.copy_broadcast ? 16 : 4) * a->o.max_players +
+			1024;
 	if (a->o.buffers > AO_BUFPOOL_MAX_COUNT)
 		a->o.buffers = AO_BUFPOOL_MAX_COUNT;
 	a->world = world;
@@ -1064,6 +1085,13 @@ int arena_stop(struct arena *a)
 	}
 	pthread_join(tid, NULL);
 	apply_all(a);
+	/* Chat lines a tick could not send for want of a buffer. */
+	for (i = 0; i < a->nrooms; i++) {
+		struct room *r = a->rooms[i];
+
+		while (r->nchats)
+			ao_buf_put(r->chats[--r->nchats].buf);
+	}
 	return st.err;
 }
 
