@@ -777,7 +777,8 @@ int main(int argc, char **argv)
 	if (stall_on && bench_selected(&opts, cell)) {
 		struct result *r = &stall_result;
 
-		run_cell(r, stall_readers, V_SHARED, stall_bots, stall_seconds);
+		run_cell_retry(r, stall_readers, V_SHARED, stall_bots,
+			       stall_seconds);
 		if (opts.json)
 			print_json(r, cell);
 		else
