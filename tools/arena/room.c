@@ -521,7 +521,9 @@ static void send_chats(struct room *r, uint32_t tick)
 		ao_buf_put(e->buf);
 		ADD(a->st.chat_lines, 1);
 	}
-	memmove(r->chats, r->chats + i, (r->nchats - i) * sizeof(*r->chats));
+	if (i < r->nchats) /* (r->chats may be NULL when there were none) */
+		memmove(r->chats, r->chats + i,
+			(r->nchats - i) * sizeof(*r->chats));
 	r->nchats -= i;
 }
 
