@@ -965,6 +965,14 @@ int ao_conn_close(struct ao_conn *c)
 	return 0;
 }
 
+int ao_conn_close_slow(struct ao_conn *c)
+{
+	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+		return -ENOTCONN;
+	post(c, MB_SLOW);
+	return 0;
+}
+
 bool ao_conn_is_open(const struct ao_conn *c)
 {
 	return !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE);

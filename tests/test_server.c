@@ -928,6 +928,46 @@ static void test_local_close(void **state)
 	t_watchdog_disarm();
 }
 
+/* ao_conn_close_slow() from a handler: closed at once, counted as a slow
+ * consumer, whatever is queued dropped; others are untouched. */
+static int h_close_slow(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	(void)arg;
+	if (pkt->len == 4 && !memcmp(pkt->data, "slow", 4)) {
+		assert_int_equal(ao_conn_close_slow(c), 0);
+		return 0;
+	}
+	ao_conn_send_packet(c, pkt);
+	return 0;
+}
+
+static void test_close_slow(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fd, good;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_packet = h_close_slow;
+	t_watchdog_arm(30, "close slow");
+	srv = start(&cfg);
+	good = t_cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
+	echo_once(fd, "hi");
+	cl_send_pkt(fd, "slow", 4);
+	assert_true(cl_closed_within(fd, 5000));
+	WAIT_UNTIL(closes(AO_CLOSE_SLOW) == 1, 5000);
+	get_stats(srv, &st);
+	assert_int_equal(st.closes[AO_CLOSE_SLOW], 1);
+	echo_once(good, "still here");
+	close(fd);
+	close(good);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
 static void test_rings(void **state)
 {
 	struct ao_server_config cfg;
@@ -1604,6 +1644,7 @@ int main(void)
 		BOTH(test_stop_timeout),
 		BOTH(test_send_after_close),
 		BOTH(test_local_close),
+		BOTH(test_close_slow),
 		BOTH(test_rings),
 		BOTH(test_restart),
 		BOTH(test_broadcast),
