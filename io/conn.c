@@ -115,8 +115,9 @@ static void drain_one(struct io_ring *r, struct ao_conn *c, uint32_t bits)
 	}
 	if (bits & MB_CLOSE)
 		io_conn_close_graceful(c, AO_CLOSE_LOCAL,
-				       io_now() + r->srv->cfg.drain_timeout_ms *
-							  1000000ull);
+				       io_deadline_now(r->srv) +
+					       r->srv->cfg.drain_timeout_ms *
+						       1000000ull);
 	if ((bits & MB_SEND) && c->state < CONN_CLOSING)
 		r->be->send_kick(r, c);
 	if (bits & MB_TIMER)
@@ -473,8 +474,9 @@ void io_conn_eof(struct ao_conn *c)
 	}
 	/* Packets already received still run and their replies go out. */
 	io_conn_close_graceful(c, AO_CLOSE_EOF,
-			       io_now() + c->srv->cfg.drain_timeout_ms *
-						  1000000ull);
+			       io_deadline_now(c->srv) +
+				       c->srv->cfg.drain_timeout_ms *
+					       1000000ull);
 }
 
 void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
@@ -654,7 +656,7 @@ static void conn_timer_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 void io_conn_timer(struct ao_conn *c)
 {
 	uint64_t idle = c->srv->cfg.idle_timeout_ms * 1000000ull;
-	uint64_t now = io_now();
+	uint64_t now = io_deadline_now(c->srv);
 
 	if (c->state == CONN_DRAINING) {
 		if (now >= c->deadline_ns)
@@ -703,7 +705,7 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 	}
 	c->state = CONN_OPEN;
 	c->held_tail = &c->held;
-	c->last_rx_ns = io_now();
+	c->last_rx_ns = io_deadline_now(srv);
 	ao_timer_init(&c->timer, srv->timers, conn_timer_fn);
 	if (srv->cfg.idle_timeout_ms)
 		ao_timer_arm_at(&c->timer,

@@ -299,10 +299,17 @@ bool io_ring_accept_error(struct io_ring *r, int err);
 void io_ring_wake(struct io_ring *r);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t io_now(void);
-/* Read the clock into r->now_ns (the backends, after each wait). */
+/* The clock of the connections' deadlines (idle, drain): their timer
+ * service's, which may be a test clock. */
+static inline uint64_t io_deadline_now(const struct ao_server *srv)
+{
+	return ao_timers_now(srv->timers);
+}
+/* Read the deadline clock into r->now_ns (the backends, after each wait:
+ * what a receive stamps in last_rx_ns). */
 static inline void io_ring_clock(struct io_ring *r)
 {
-	r->now_ns = io_now();
+	r->now_ns = io_deadline_now(r->srv);
 }
 
 #endif /* AORTA_IO_PRIV_H */

@@ -483,6 +483,10 @@ static void ring_begin_stop(struct io_ring *r, uint64_t now)
 		r->accepting = false;
 		r->be->accept_stop(r);
 	}
+	/* The ring's own exit is on the real clock (above); the conns'
+	 * deadlines on their timers' (io_deadline_now()). */
+	deadline = io_deadline_now(r->srv) +
+		   r->srv->cfg.drain_timeout_ms * 1000000ull;
 	for (c = r->conns; c; c = next) {
 		next = c->next;
 		io_conn_close_graceful(c, AO_CLOSE_SHUTDOWN, deadline);
@@ -526,7 +530,7 @@ static void *ring_main(void *arg)
 		uint64_t now = io_now();
 		int64_t timeout = -1;
 
-		r->now_ns = now;
+		r->now_ns = io_deadline_now(srv);
 
 		io_ring_drain_mailbox(r);
 		if (!r->stop_seen &&
