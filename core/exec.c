@@ -1598,15 +1598,36 @@ bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
 			  void *arg)
 {
 	struct ao_worker *w = worker_of(ex);
+	struct ao_timers *tm;
+	int64_t timeout = -1;
+	uint64_t token = 0;
 	uint32_t key;
 
 	if (!w)
 		return false;
 	flush_credit(w);
+	/* A worker waiting for a group is still a worker: due timers run
+	 * here, and it may be the one that sleeps until the next deadline
+	 * (as in park()). */
+	tm = ao__exec_timers(ex);
+	if (tm && ao__timers_idle(tm))
+		return true; /* the caller re-checks its condition */
 	/* cond() pairs with its own notifier, which calls
 	 * ao__exec_wake_all() after making it true. */
 	if (park_prepare(w, cond, arg, &key)) {
-		park_finish(w, key, -1);
+		if (tm) {
+			timeout = ao__timers_sleep_begin(tm, &token);
+			if (!timeout) {
+				__atomic_fetch_sub(&ex->nsleeping, 1,
+						   __ATOMIC_RELAXED);
+				ao_ec_cancel(&ex->idle_ec);
+				park_called_off(ex);
+				return true;
+			}
+		}
+		park_finish(w, key, timeout);
+		if (tm)
+			ao__timers_sleep_end(tm, token);
 		__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
 	} else {
 		park_called_off(ex);

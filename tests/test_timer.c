@@ -17,6 +17,7 @@
 #include <string.h>
 #include <aorta/clock.h>
 #include <aorta/core/exec.h>
+#include <aorta/core/group.h>
 #include <aorta/core/strand.h>
 #include <aorta/core/timer.h>
 #include "helpers.h"
@@ -974,6 +975,54 @@ static void test_precise_periodic(void **state)
 	assert_int_equal(ao_exec_destroy(ex), 0);
 }
 
+/* The only worker waits for a group that only a timer can finish: the
+ * wait itself must fire it. */
+struct gw {
+	struct ao_work w;
+	struct ao_group g;
+	struct ao_timer t;
+	struct ao_timers *ts;
+	int done;
+};
+
+static void gw_timer(struct ao_timer *t, const struct ao_timer_event *ev)
+{
+	struct gw *x = container_of(t, struct gw, t);
+
+	(void)ev;
+	ao_group_done(&x->g);
+}
+
+static void gw_item(struct ao_work *w)
+{
+	struct gw *x = container_of(w, struct gw, w);
+
+	ao_group_init(&x->g, ao_exec_current());
+	ao_group_add(&x->g, 1);
+	assert_int_equal(ao_timer_init(&x->t, x->ts, gw_timer), 0);
+	assert_int_equal(ao_timer_arm(&x->t, 5 * MS), 0);
+	assert_int_equal(ao_group_wait(&x->g), 0);
+	__atomic_store_n(&x->done, 1, __ATOMIC_RELEASE);
+}
+
+static void test_group_wait_fires_timers(void **state)
+{
+	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 1, 0, AO_EXEC_BLOCK);
+	struct gw x;
+
+	(void)state;
+	memset(&x, 0, sizeof(x));
+	x.ts = t_timers(ex, false);
+	t_watchdog_arm(30, "a group wait that only a timer ends");
+	ao_work_init(&x.w, gw_item);
+	assert_int_equal(ao_exec_submit(ex, &x.w), 0);
+	assert_int_equal(ao_exec_drain(ex), 0);
+	t_watchdog_disarm();
+	assert_int_equal(x.done, 1);
+	t_timers_destroy(x.ts, 0);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -992,6 +1041,7 @@ int main(void)
 		cmocka_unit_test(test_real_clock_idle),
 		cmocka_unit_test(test_busy_pool_fires_first),
 		cmocka_unit_test(test_precise_periodic),
+		cmocka_unit_test(test_group_wait_fires_timers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
