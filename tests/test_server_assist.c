@@ -373,7 +373,8 @@ static void test_blocking_handler(void **state)
 	close(fd);
 	assert_int_equal(a.bad, 0);
 	if (stalls > 2)
-		fprintf(stderr, "B stalled %d times in %d pings (worst %.1f ms)\n",
+		fprintf(stderr,
+			"B stalled %d times in %d pings (worst %.1f ms)\n",
 			stalls, pings, (double)worst / 1e6);
 	assert_true(stalls <= 2);
 	assert_true(pings > 20);
@@ -429,8 +430,8 @@ static void test_ring_handlers_win(void **state)
 	t_watchdog_disarm();
 }
 
-#define BOTH(fn)                                                          \
-	cmocka_unit_test_prestate(fn, &be_uring),                         \
+#define BOTH(fn)                                  \
+	cmocka_unit_test_prestate(fn, &be_uring), \
 		cmocka_unit_test_prestate(fn, &be_epoll)
 
 int main(void)
