@@ -197,6 +197,22 @@ static void test_cancel_and_rearm(void **state)
 	assert_int_equal(st.fired, 2);
 	assert_int_equal(st.cancelled, 1);
 	assert_int_equal(st.pending, 0);
+	assert_true(st.polls > 0);
+	/* A window: the counters start again, the pending count stays. */
+	assert_int_equal(ao_timer_arm(&b.t, 1 * MS), 0);
+	assert_int_equal(ao_timers_stats_reset(ts), 0);
+	assert_int_equal(ao_timers_stats_reset(NULL), -EINVAL);
+	assert_int_equal(ao_timers_stats(ts, &st), 0);
+	assert_int_equal(st.armed, 0);
+	assert_int_equal(st.fired, 0);
+	assert_int_equal(st.cancelled, 0);
+	assert_int_equal(st.polls, 0);
+	assert_int_equal(st.late_max_ns, 0);
+	assert_int_equal(st.pending, 1);
+	assert_int_equal(ao_timers_advance(ts, 2 * MS), 0);
+	assert_int_equal(ao_timers_stats(ts, &st), 0);
+	assert_int_equal(st.fired, 1);
+	assert_int_equal(st.late_max_ns, 1 * MS);
 	t_timers_destroy(ts, 0);
 	assert_int_equal(ao_exec_destroy(ex), 0);
 }
