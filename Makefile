@@ -293,14 +293,23 @@ $(baseline-progs): prog-libs = -lm
 $(baseline-progs): %: %.o
 	$(call cmd,ld_prog)
 
-tool-dirs	:= $(filter-out bench plot, $(notdir $(patsubst %/,%, \
+#  - tools/common/ is not a program: its .c files (the client engines, the
+#    histogram, the arena protocol) make the archive libaotools.a that
+#    every tool links, so that tools share code without copying it.
+
+tool-dirs	:= $(filter-out bench plot common, $(notdir $(patsubst %/,%, \
 		   $(sort $(dir $(wildcard tools/*/*.c))))))
 tool-bins	:= $(foreach t,$(tool-dirs),$(out)tools/$(t)/ao-$(t))
+tools-lib-objs	:= $(patsubst %.c,$(out)%.o,$(wildcard tools/common/*.c))
+tools-lib	:= $(out)tools/common/libaotools.a
+
+$(tools-lib): $(tools-lib-objs)
+	$(call cmd,ar)
 
 define tool_rule
 $(out)tools/$(1)/ao-$(1): prog-libs = -lm
 $(out)tools/$(1)/ao-$(1): $(patsubst %.c,$(out)%.o,$(wildcard tools/$(1)/*.c)) \
-			  $(lib-a)
+			  $(tools-lib) $(lib-a)
 	$$(call cmd,ld_prog)
 endef
 $(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
@@ -341,6 +350,16 @@ demo: deps
 # The plot of the last demo's latency CSV (needs gnuplot).
 plot:
 	$(Q)sh tools/plot/plot-latency.sh "$(out)demo-latency.csv"
+
+# The game demo: ao-arena under ao-bots (DEMO_GAME_PLAYERS bots for
+# DEMO_GAME_TIME), every snapshot verified, then the latency plot.
+DEMO_GAME_TIME ?= 10s
+DEMO_GAME_PLAYERS ?= 500
+PHONY += demo-game
+demo-game: deps
+	$(Q)$(MAKE) tools
+	$(Q)sh tools/demo-game.sh "$(abspath $(out)tools)" \
+		"$(DEMO_GAME_TIME)" "$(DEMO_GAME_PLAYERS)"
 
 # ---------------------------------------------------------------------------
 # Reliability: fuzzing (clang's libFuzzer), the soak run, the model check.
@@ -509,7 +528,7 @@ clean:
 		-not -path './.git/*' -delete 2>/dev/null || true
 	$(Q)rm -f $(lib-a) $(lib-so) $(lib-so-links) $(out)libaorta.map \
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
-		$(baseline-progs) $(tool-bins) $(example-bins) \
+		$(baseline-progs) $(tool-bins) $(tools-lib) $(example-bins) \
 		$(out)tests/*.log $(out)tests/install-smoke*
 	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir)
 
@@ -542,6 +561,9 @@ help:
 	@echo '  demo            - the quick-start demo: ao-echo under ao-load'
 	@echo '                    for DEMO_TIME (10s), then the latency plot'
 	@echo '  plot            - render the last demo latency CSV (gnuplot)'
+	@echo '  demo-game       - ao-arena under ao-bots (DEMO_GAME_PLAYERS=500'
+	@echo '                    bots for DEMO_GAME_TIME=10s), verified, and'
+	@echo '                    the input-to-visible latency plot'
 	@echo '  fuzz            - libFuzzer (clang) over the parsers for'
 	@echo '                    FUZZ_TIME seconds (60)'
 	@echo '  soak            - ao-echo under load and misbehaving clients'
@@ -588,4 +610,4 @@ FORCE:
 	 $(bench-bins:=.d) $(bench-common:.o=.d) $(baseline-progs:=.d) \
 	 $(example-bins:=.d) \
 	 $(foreach t,$(tool-dirs),$(patsubst %.c,$(out)%.d, \
-	 $(wildcard tools/$(t)/*.c)))
+	 $(wildcard tools/$(t)/*.c))) $(tools-lib-objs:.o=.d)

@@ -117,9 +117,10 @@
  * -----------------------------
  * Every accepted item is counted once as submitted and once as finished,
  * in per-worker counters (only their worker writes them, so the hot path
- * has no shared counter) plus two shared ones for external submitters
- * (the high half of ext_word, and ext_refused for the refusals, which
- * count as finished).
+ * has no shared counter) plus shared ones for external submitters (the
+ * high half of ext_word; ext_refused for the refusals, which count as
+ * finished; ext_done for strand items a thread outside the pool ran,
+ * ao_strand_run_held()).
  * An item is counted submitted before it can be counted finished, so a
  * reader that sums all the finished counters first and then all the
  * submitted ones gets finished <= submitted, with equality only if at some
@@ -280,6 +281,10 @@ struct ao_exec {
 	struct ao_eventcount room_ec;
 
 	uint64_t ext_refused __ao_cacheline_aligned;
+	/* Accepted items that ran off the pool (a strand turn its submitter
+	 * held, ao_strand_run_held()): finished, like the refusals. */
+	uint64_t ext_done;
+	uint32_t offpool; /* threads in ao__exec_finished_off() */
 	uint64_t rejected;
 	uint64_t notifies;
 
@@ -1580,18 +1585,45 @@ void ao__exec_started(struct ao_exec *ex)
 {
 	struct ao_worker *w = worker_of(ex);
 
-	if (w)
+	if (w) {
 		item_started(w);
+		return;
+	}
+	/* Off the pool (a held strand turn): its slot goes back now, as a
+	 * worker's credit would. */
+	if (ex->capacity)
+		room_give(ex, 1);
 }
 
-void ao__exec_finished(struct ao_exec *ex)
+bool ao__exec_finished(struct ao_exec *ex)
 {
 	struct ao_worker *w = worker_of(ex);
 
 	if (!w)
-		return;
+		return false; /* the caller counts it: ao__exec_finished_off() */
 	/* RELEASE: as in run_item(). */
 	__atomic_store_n(&w->done, w->done + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+void ao__exec_finished_off(struct ao_exec *ex, unsigned int n)
+{
+	/*
+	 * Once the drain that destroy makes sees our count, destroy may free
+	 * ex, and we still have the drainers to notify: offpool keeps it.
+	 * All SEQ_CST: our increment of offpool precedes our ext_done RMW,
+	 * which precedes the drain's SEQ_CST load of ext_done
+	 * (exec_quiescent()), which precedes destroy's SEQ_CST load of
+	 * offpool, so destroy sees us in and waits for the RELEASE
+	 * decrement, our last access to ex.  The items' effects come before
+	 * the ext_done RMW, which pairs with exec_quiescent()'s load.
+	 */
+	if (!n)
+		return;
+	__atomic_fetch_add(&ex->offpool, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&ex->ext_done, n, __ATOMIC_SEQ_CST);
+	notify_drainers(ex);
+	__atomic_fetch_sub(&ex->offpool, 1, __ATOMIC_RELEASE);
 }
 
 bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
@@ -1687,6 +1719,7 @@ static bool exec_quiescent(struct ao_exec *ex)
 	 * ao__exec_finished(); the SEQ_CST loads with the SEQ_CST RMWs in
 	 * accept_external() and refuse_external() (and see ext_entered()). */
 	done = __atomic_load_n(&ex->ext_refused, __ATOMIC_SEQ_CST);
+	done += __atomic_load_n(&ex->ext_done, __ATOMIC_SEQ_CST);
 	for (unsigned int i = 0; i < ex->nworkers; i++)
 		done += __atomic_load_n(&ex->workers[i].done, __ATOMIC_ACQUIRE);
 	sub = ext_entered(ex, &left);
@@ -1775,9 +1808,11 @@ int ao_exec_destroy(struct ao_exec *ex)
 		uint64_t left;
 
 		/* Equal counts: every call counted in has left.  ACQUIRE on
-		 * drainers pairs with the RELEASE at the end of a drain. */
+		 * drainers pairs with the RELEASE at the end of a drain; the
+		 * load of offpool: see ao__exec_finished_off(). */
 		if (ext_entered(ex, &left) == left &&
-		    !__atomic_load_n(&ex->drainers, __ATOMIC_ACQUIRE))
+		    !__atomic_load_n(&ex->drainers, __ATOMIC_ACQUIRE) &&
+		    !__atomic_load_n(&ex->offpool, __ATOMIC_SEQ_CST))
 			break;
 		sched_yield();
 	}
@@ -1942,6 +1977,7 @@ int ao_exec_stats(const struct ao_exec *ex, struct ao_exec_stats *st)
 	st->notifies = LOAD(ex->notifies);
 	/* Accepted, not started: rings, the queue and its inbox. */
 	st->queued = sub + ext;
+	taken += LOAD(ex->ext_done); /* started off the pool */
 	st->queued = st->queued > taken ? st->queued - taken : 0;
 	st->workers = ex->nworkers;
 	return 0;

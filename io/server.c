@@ -112,6 +112,35 @@
  * A failing on_packet makes the emit fail, and the ring closes the
  * connection (AO_CLOSE_PROTOCOL) once the framer has returned.
  *
+ * Ring assist (AO_SERVER_RING_ASSIST).  With the handlers on the workers,
+ * each packet costs two hops: the ring queues the strand's turn and wakes
+ * a parked worker (a futex wake), and the worker's send posts to the
+ * mailbox and wakes the ring (an eventfd write).  Where the ring and the
+ * workers share CPUs, each hop is also a context switch: echobench's
+ * server, pinned to one CPU, made 0.7-1.1 switches and 0.8-1.1 system
+ * calls per request (epoll: 1.1 and 3-4) against 0.01 and 0.04-0.15 with
+ * ring handlers, and spent 1.2-1.65x their CPU per request.  So with the
+ * flag, the ring submits with ao_strand_submit_hold(): a strand nobody
+ * runs is not queued on the executor but taken by the ring, listed on
+ * r->turns, and run by io_ring_run_turns() after the batch of events,
+ * before the kicks are flushed and before the ring waits (a turn is never
+ * held across a wait).  The strand keeps every guarantee, as it does for
+ * a timer's runner: order, one item at a time, on_open first and on_close
+ * last, the backlog counted and resumed as before (the items are the same
+ * pkt_work).  A handler on the ring sends through the kick list, with no
+ * mailbox and no eventfd, and its MB_RESUME or close is a post to itself,
+ * which wakes nothing.  A strand already queued or running (a worker has
+ * it) only gets the item appended, as before.  Bounds: the ring runs
+ * turns for at most IO_ASSIST_BUDGET_NS of each loop, and gives the rest
+ * up with ao_strand_run_held(s, 0), which queues them on the executor as
+ * the submit would have; a turn that took more than IO_ASSIST_SLOW_NS
+ * sets conn->no_assist, after which that connection's turns always go to
+ * the workers.  A handler that blocks is not preempted: it holds up the
+ * ring once per connection, which is why the flag is the user's to set.
+ * It applies whatever the workers are doing: parked, a wake-up and two
+ * switches cost more than a short handler; busy, the ring is one more
+ * thread running turns; the budget is what leaves the rest to them.
+ *
  * Connection lifetime.  A conn is reference counted: the ring holds one
  * from accept until on_close has run, each queued packet and mailbox entry
  * holds one, users may take more.  Closing is in three steps: DRAINING
@@ -165,6 +194,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
+#include <aorta/clock.h>
 #include <aorta/core/cpu.h>
 #include <aorta/sync/futex.h>
 #include "io_priv.h"
@@ -251,7 +281,8 @@ static int resolve_config(struct ao_server_config *c)
 	if (c->ring_buffers > 32768 ||
 	    (c->ring_buffers & (c->ring_buffers - 1)))
 		return -EINVAL;
-	if (c->flags & ~(AO_SERVER_QUIET | AO_SERVER_RING_HANDLERS))
+	if (c->flags & ~(AO_SERVER_QUIET | AO_SERVER_RING_HANDLERS |
+			 AO_SERVER_RING_ASSIST))
 		return -EINVAL;
 	return 0;
 }
@@ -316,6 +347,8 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 		goto fail;
 	srv->low_water = srv->cfg.session_backlog / 2;
 	srv->ring_handlers = srv->cfg.flags & AO_SERVER_RING_HANDLERS;
+	srv->ring_assist = !srv->ring_handlers &&
+			   (srv->cfg.flags & AO_SERVER_RING_ASSIST);
 	srv->exec = cfg->exec;
 	if (!srv->exec) {
 		struct ao_exec_config ec = AO_EXEC_CONFIG_INIT;
@@ -385,6 +418,9 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 		r->srv = srv;
 		r->index = i;
 		r->lfd = r->efd = r->spare_fd = -1;
+		r->turns_tail = &r->turns;
+		r->assist_budget = ao_ns_to_cycles(IO_ASSIST_BUDGET_NS);
+		r->assist_slow = ao_ns_to_cycles(IO_ASSIST_SLOW_NS);
 	}
 	*out = srv;
 	return 0;
@@ -483,6 +519,10 @@ static void ring_begin_stop(struct io_ring *r, uint64_t now)
 		r->accepting = false;
 		r->be->accept_stop(r);
 	}
+	/* The ring's own exit is on the real clock (above); the conns'
+	 * deadlines on their timers' (io_deadline_now()). */
+	deadline = io_deadline_now(r->srv) +
+		   r->srv->cfg.drain_timeout_ms * 1000000ull;
 	for (c = r->conns; c; c = next) {
 		next = c->next;
 		io_conn_close_graceful(c, AO_CLOSE_SHUTDOWN, deadline);
@@ -522,11 +562,12 @@ static void *ring_main(void *arg)
 		return NULL;
 	r->accepting = true;
 	r->be->accept_start(r);
+	r->assist = srv->ring_assist;
 	for (;;) {
 		uint64_t now = io_now();
 		int64_t timeout = -1;
 
-		r->now_ns = now;
+		r->now_ns = io_deadline_now(srv);
 
 		io_ring_drain_mailbox(r);
 		if (!r->stop_seen &&
@@ -539,6 +580,9 @@ static void *ring_main(void *arg)
 			if (r->accepting)
 				r->be->accept_start(r);
 		}
+		/* Every turn held is run or handed over before the wait (and
+		 * before the kicks: their handlers send). */
+		io_ring_run_turns(r);
 		/* Before reaping: a conn on the kick list is not freed. */
 		io_ring_flush_kicks(r);
 		io_ring_reap(r);
@@ -570,6 +614,8 @@ static void *ring_main(void *arg)
 		r->be->wait(r, timeout);
 		__atomic_store_n(&r->sleeping, 0, __ATOMIC_RELAXED);
 	}
+	/* From here conns close without the loop: no more held turns. */
+	r->assist = false;
 	io_ring_drop_kicks(r);
 	r->be->fini(r);
 	/* Out of time: no operation can complete now, so finish by hand

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../tools/load/hist.c"
+#include "../tools/common/hist.c"
 #include "../tools/load/proto.c"
 #include "helpers.h"
 

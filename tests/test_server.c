@@ -25,6 +25,7 @@
 #include <aorta/core/bufpool.h>
 #include <aorta/core/exec.h>
 #include <aorta/io/server.h>
+#include <aorta/core/timer.h>
 #include "helpers.h"
 
 /* ---- what the handlers saw ---- */
@@ -752,6 +753,45 @@ static void test_idle_timeout(void **state)
 	t_watchdog_disarm();
 }
 
+/* The executor's timer service runs a test clock: the connections'
+ * deadlines follow it, not CLOCK_MONOTONIC (a silent client is closed
+ * only once the test clock has passed the idle timeout). */
+static void test_idle_timeout_test_clock(void **state)
+{
+	struct ao_timers_config tc = AO_TIMERS_CONFIG_INIT;
+	struct ao_server_config cfg;
+	struct ao_timers *ts;
+	struct ao_server *srv;
+	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	tc.exec = ex;
+	tc.test_clock = true;
+	tc.test_start_ns = 1000000000ull;
+	assert_int_equal(ao_timers_create(&tc, &ts), 0);
+	cfg.exec = ex;
+	cfg.idle_timeout_ms = 50;
+	t_watchdog_arm(30, "idle timeout, test clock");
+	srv = start(&cfg);
+	fd = t_cl_connect(ao_server_port(srv));
+	echo_once(fd, "then silence");
+	/* Real time passes, test time does not: still open. */
+	t_sleep_ns(200000000);
+	assert_int_equal(closes(AO_CLOSE_IDLE), 0);
+	assert_int_equal(ao_timers_advance(ts, 40000000), 0);
+	t_sleep_ns(20000000);
+	assert_int_equal(closes(AO_CLOSE_IDLE), 0);
+	assert_int_equal(ao_timers_advance(ts, 20000000), 0);
+	assert_true(cl_closed_within(fd, 5000));
+	WAIT_UNTIL(closes(AO_CLOSE_IDLE) == 1, 5000);
+	close(fd);
+	finish(srv);
+	assert_int_equal(ao_timers_destroy(ts, NULL), 0);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	t_watchdog_disarm();
+}
+
 /* ---- stop, handles, rings ---- */
 
 /* Write w->p a packet (10 bytes) at a time, 1 ms apart, until the
@@ -924,6 +964,46 @@ static void test_local_close(void **state)
 	assert_true(cl_closed_within(fd, 5000));
 	WAIT_UNTIL(closes(AO_CLOSE_LOCAL) == 1, 5000);
 	close(fd);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ao_conn_close_slow() from a handler: closed at once, counted as a slow
+ * consumer, whatever is queued dropped; others are untouched. */
+static int h_close_slow(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	(void)arg;
+	if (pkt->len == 4 && !memcmp(pkt->data, "slow", 4)) {
+		assert_int_equal(ao_conn_close_slow(c), 0);
+		return 0;
+	}
+	ao_conn_send_packet(c, pkt);
+	return 0;
+}
+
+static void test_close_slow(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fd, good;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_packet = h_close_slow;
+	t_watchdog_arm(30, "close slow");
+	srv = start(&cfg);
+	good = t_cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
+	echo_once(fd, "hi");
+	cl_send_pkt(fd, "slow", 4);
+	assert_true(cl_closed_within(fd, 5000));
+	WAIT_UNTIL(closes(AO_CLOSE_SLOW) == 1, 5000);
+	get_stats(srv, &st);
+	assert_int_equal(st.closes[AO_CLOSE_SLOW], 1);
+	echo_once(good, "still here");
+	close(fd);
+	close(good);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
 	finish(srv);
 	t_watchdog_disarm();
 }
@@ -1599,11 +1679,13 @@ int main(void)
 		BOTH(test_slow_reader),
 		BOTH(test_backpressure),
 		BOTH(test_idle_timeout),
+		BOTH(test_idle_timeout_test_clock),
 		BOTH(test_pool_exhausted_not_idle),
 		BOTH(test_stop_in_flight),
 		BOTH(test_stop_timeout),
 		BOTH(test_send_after_close),
 		BOTH(test_local_close),
+		BOTH(test_close_slow),
 		BOTH(test_rings),
 		BOTH(test_restart),
 		BOTH(test_broadcast),

@@ -360,10 +360,7 @@ uint32_t conn_inflight(const struct worker *w, const struct conn *c)
 
 static void conn_mark_dirty(struct worker *w, struct conn *c)
 {
-	if (!c->dirty) {
-		c->dirty = true;
-		w->flush[w->nflush++] = c;
-	}
+	eng_mark_dirty(&w->eng, &c->ec);
 }
 
 static void conn_queue(struct worker *w, struct conn *c, uint64_t t_start,
@@ -512,7 +509,7 @@ void conn_fail(struct worker *w, struct conn *c, int err)
 	/* Wakes any operation in flight; the engine closes the fd later. */
 	shutdown(c->fd, SHUT_RDWR);
 	if (w->on_dead)
-		w->on_dead(w, c);
+		w->on_dead(&w->eng, &c->ec);
 }
 
 static void check_timeouts(struct worker *w, uint64_t now, bool all)
@@ -625,32 +622,8 @@ static void sleep_until(uint64_t t)
 
 static int conn_connect(struct load_ctx *ctx, struct conn *c)
 {
-	int one = 1, err = 0, r;
-	socklen_t len = sizeof(err);
-	struct pollfd pfd;
-
-	c->fd = socket(ctx->sa.ss_family,
-		       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd < 0)
-		return errno;
-	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
-		return errno;
-	if (!connect(c->fd, (struct sockaddr *)&ctx->sa, ctx->salen))
-		return 0;
-	if (errno != EINPROGRESS)
-		return errno;
-	pfd.fd = c->fd;
-	pfd.events = POLLOUT;
-	do {
-		r = poll(&pfd, 1, (int)(ctx->o.timeout_ns / 1000000));
-	} while (r < 0 && errno == EINTR);
-	if (r < 0)
-		return errno;
-	if (r == 0)
-		return ETIMEDOUT;
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
-		return errno;
-	return err;
+	return eng_connect((struct sockaddr *)&ctx->sa, ctx->salen,
+			   ctx->o.timeout_ns, &c->fd);
 }
 
 static int worker_setup(struct worker *w, uint64_t ramp_t0)

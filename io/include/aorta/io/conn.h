@@ -66,6 +66,12 @@ AO_API int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf);
 /* Close after queued sends are flushed (reason AO_CLOSE_LOCAL); from any
  * thread.  0, or -ENOTCONN if it is already closing. */
 AO_API int ao_conn_close(struct ao_conn *c);
+/* Close at once as a slow consumer (reason AO_CLOSE_SLOW), dropping what
+ * is queued: for a server that bounds a reader's lag itself, as one that
+ * skips updates for a client still busy with the previous one must, its
+ * send queue then never reaching sendq_max.  From any thread.  0, or
+ * -ENOTCONN if it is already closing. */
+AO_API int ao_conn_close_slow(struct ao_conn *c);
 /* True until the connection starts closing (a snapshot). */
 AO_API bool ao_conn_is_open(const struct ao_conn *c);
 
