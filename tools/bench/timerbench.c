@@ -43,10 +43,10 @@
  *			preempted there (other processes) makes a long step.
  *	bounded/testclock  the same timers on the test clock, advanced
  *			100 us at a time on the main thread: step_max_ns
- *			with no worker to preempt, and the burst: the most
- *			thread CPU one advance took, that is all the expiry
- *			work due within 100 us of timer time, however many
- *			steps it is split into.
+ *			(wall time, so preemption included), and the burst:
+ *			the most thread CPU one advance took, that is all
+ *			the expiry work due within 100 us of timer time,
+ *			however many steps it is split into (the target).
  *	tick/CELL	a 60 Hz periodic timer (ao_timer_arm_periodic): the
  *			lateness of every tick (ev->late_ns, all kept and
  *			sorted: p50, p99, max), the ticks run against those
@@ -2118,16 +2118,23 @@ static void targets(void)
 	}
 	if (res3[E_VIRTUAL].ran) {
 		const struct expiry_result *r = &res3[E_VIRTUAL];
-		double us = (double)r->st.step_max_ns / 1e3;
+		double us = r->burst_ns / 1e3;
 
-		target("bounded/testclock step <= 200 us", us <= 200, us, 200,
-		       "longest expiry step %.1f us, one thread", us);
+		/*
+		 * CPU, not wall time: the cell has one thread and nothing
+		 * to wait for, so a step's wall time beyond its CPU is
+		 * this thread preempted by other processes.  The burst
+		 * bounds every step, as it is all the steps of one advance.
+		 */
+		target("bounded/testclock CPU <= 200 us", us <= 200, us,
+		       200,
+		       "the expiry work due within %llu us of timer time "
+		       "took up to %.1f us CPU (at %.2f s)",
+		       VIRT_STEP_NS / USEC, us, r->burst_at_s);
 		if (!opts.json)
-			printf("  (note) bounded/testclock: the expiry work due "
-			       "within %llu us of timer time took up to %.1f us "
-			       "CPU (at %.2f s)\n",
-			       VIRT_STEP_NS / USEC, r->burst_ns / 1e3,
-			       r->burst_at_s);
+			printf("  (note) bounded/testclock: longest step %.1f "
+			       "us of wall time, preemption included\n",
+			       (double)r->st.step_max_ns / 1e3);
 	}
 	if (res5[K_IDLE].chunks) {
 		const struct tick_cell *c = &res5[K_IDLE];
