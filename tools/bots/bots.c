@@ -418,17 +418,6 @@ static void heap_fix(struct bots_worker *w, struct bot *b)
 /* ------------------------------------------------------------------ */
 /* Connections */
 
-static uint32_t wrnd(struct bot *b)
-{
-	uint32_t x = b->rng;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	b->rng = x;
-	return x;
-}
-
 static struct bots_worker *to_worker(struct eng *e)
 {
 	return container_of(e, struct bots_worker, eng);
@@ -507,8 +496,8 @@ static uint8_t next_dir(struct bot *b)
 {
 	/* Walk a direction for a while: bots reach the walls. */
 	if (!b->dir_left) {
-		b->dir = (uint8_t)(wrnd(b) % AP_DIR_NR);
-		b->dir_left = (uint8_t)(10 + wrnd(b) % 90);
+		b->dir = (uint8_t)(bot_rnd(b) % AP_DIR_NR);
+		b->dir_left = (uint8_t)(10 + bot_rnd(b) % 90);
 	}
 	b->dir_left--;
 	return b->dir;
@@ -542,7 +531,7 @@ static void bot_timers(struct bots_worker *w, struct bot *b, uint64_t now)
 			bot_send_chat(b, now);
 			b->t_chat = now + o->chat_ns / 2 +
 				    (uint64_t)(((unsigned __int128)o->chat_ns *
-						wrnd(b)) >>
+						bot_rnd(b)) >>
 					       32);
 		}
 	}
@@ -561,9 +550,9 @@ static void bot_timers(struct bots_worker *w, struct bot *b, uint64_t now)
 	if (b->t_churn && now >= b->t_churn) {
 		b->t_churn = 0;
 		if (live && b->state == B_ROOM) {
-			uint64_t pause = 20 * MS + wrnd(b) % (200 * MS);
+			uint64_t pause = 20 * MS + bot_rnd(b) % (200 * MS);
 
-			if (wrnd(b) % 2) {
+			if (bot_rnd(b) % 2) {
 				bot_leave(b, now);
 				b->t_join = now + pause;
 			} else {
