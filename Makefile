@@ -293,9 +293,10 @@ $(baseline-progs): prog-libs = -lm
 $(baseline-progs): %: %.o
 	$(call cmd,ld_prog)
 
-#  - tools/common/ is not a program: its .c files (the client engines, the
-#    histogram, the arena protocol) make the archive libaotools.a that
-#    every tool links, so that tools share code without copying it.
+#  - tools/common/ is not a program: its .c files (the command line and
+#    signals, the servers' reports, the client engines, the histogram, the
+#    arena protocol) make the archive libaotools.a that every tool links,
+#    so that tools share code without copying it.
 
 tool-dirs	:= $(filter-out bench plot common, $(notdir $(patsubst %/,%, \
 		   $(sort $(dir $(wildcard tools/*/*.c))))))

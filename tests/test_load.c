@@ -28,6 +28,7 @@ int ao_load_main(int argc, char **argv);
 #define main ao_load_main
 #include "../tools/load/load.c"
 #undef main
+#include "../tools/common/cli.c"
 #include "../tools/load/engine.c"
 #include "../tools/load/proto.c"
 #include "../tools/common/engine.c"

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Fuzz target: ao-echo's command line, parse_args() compiled in from
- * tools/echo/echo.c (main renamed, exit() turned into a longjmp back
- * here), fed the NUL-separated arguments of the input.  A rejected command
+ * tools/echo/echo.c with the option helpers it calls (tools/common/cli.c,
+ * serve.c) (main renamed, exit() turned into a longjmp back here), fed
+ * the NUL-separated arguments of the input.  A rejected command
  * line must exit with status 2 (usage) or 0 (--help, --version); an
  * accepted one must give options within the ranges --help states.  The
  * values themselves go through tools/load/proto.c (fuzz_proto checks it
@@ -26,6 +27,8 @@ int ao_echo_main(int argc, char **argv);
 #define main ao_echo_main
 #define exit(status) fuzz_echo_exit(status)
 #include "../../tools/echo/echo.c"
+#include "../../tools/common/cli.c"
+#include "../../tools/common/serve.c"
 #undef exit
 #undef main
 #ifndef AO_FUZZ_HAVE_PROTO

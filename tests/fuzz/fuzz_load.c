@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Fuzz target: ao-load's two parsers of outside input, compiled in from
- * tools/load/ (main renamed, exit() turned into a longjmp back here).
+ * tools/load/ with the option helpers it calls (tools/common/cli.c) (main
+ * renamed, exit() turned into a longjmp back here).
  *
  * Byte 0 even: the reply verifier, conn_on_data().  One connection with
  * the framing, payload size, pipeline depth and request count the next
@@ -36,6 +37,7 @@ int ao_load_main(int argc, char **argv);
 #define main ao_load_main
 #define exit(status) fuzz_load_exit(status)
 #include "../../tools/load/load.c"
+#include "../../tools/common/cli.c"
 #undef exit
 #undef main
 #include "../../tools/load/engine.c"

@@ -17,14 +17,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 #include <aorta/config.h>
@@ -32,6 +29,8 @@
 #include <aorta/core/exec.h>
 #include <aorta/core/timer.h>
 #include <aorta/io/server.h>
+#include "../common/cli.h"
+#include "../common/serve.h"
 #include "../load/proto.h"
 #include "arena.h"
 
@@ -41,10 +40,10 @@
 enum {
 	EXIT_OK = 0,
 	EXIT_RUNTIME = 1, /* start failed, stop timed out, leak, inconsistent */
-	EXIT_USAGE = 2,
+	EXIT_USAGE = CLI_EXIT_USAGE,
 };
 
-static const char *prog = "ao-arena";
+const char *prog = "ao-arena";
 
 struct opts {
 	struct arena_opts a;
@@ -105,19 +104,6 @@ static void usage(FILE *f)
 		prog, AP_ROOM_SIZE_MAX);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(EXIT_USAGE);
-}
-
 enum {
 	OPT_STALL = 256,
 	OPT_COPY,
@@ -154,35 +140,9 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static uint64_t need_count(const char *name, const char *s, uint64_t min,
-			   uint64_t max)
-{
-	uint64_t v;
-
-	if (parse_count(s, min, max, &v))
-		bad_usage("--%s: '%s' is not a number in %llu..%llu", name, s,
-			  (unsigned long long)min, (unsigned long long)max);
-	return v;
-}
-
-static uint64_t need_duration(const char *name, const char *s, uint64_t min,
-			      uint64_t max)
-{
-	uint64_t v;
-
-	if (parse_duration(s, min, max, &v))
-		bad_usage("--%s: '%s' is not a duration in %llums..%llus "
-			  "(like 10, 2.5s, 500ms, 1m)",
-			  name, s, (unsigned long long)(min / MS),
-			  (unsigned long long)(max / NS));
-	return v;
-}
-
 static void parse_args(int argc, char **argv, struct opts *o)
 {
 	struct arena_opts *a = &o->a;
-	struct sockaddr_storage ss;
-	socklen_t sslen;
 	uint64_t v;
 	int c;
 
@@ -202,11 +162,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
-			if (parse_addr(optarg, 0, &ss, &sslen))
-				bad_usage("--address: '%s' is not an IPv4 or "
-					  "IPv6 address",
-					  optarg);
-			a->address = optarg;
+			a->address = need_address(optarg);
 			break;
 		case 'p':
 			a->port =
@@ -221,17 +177,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 							    64);
 			break;
 		case 'b':
-			if (!strcmp(optarg, "uring") ||
-			    !strcmp(optarg, "io_uring"))
-				a->backend = AO_IO_URING;
-			else if (!strcmp(optarg, "epoll"))
-				a->backend = AO_IO_EPOLL;
-			else if (!strcmp(optarg, "auto"))
-				a->backend = AO_IO_AUTO;
-			else
-				bad_usage("--backend: '%s' is not uring, epoll "
-					  "or auto",
-					  optarg);
+			a->backend = need_backend(optarg);
 			break;
 		case 'm':
 			if (!strcmp(optarg, "ring"))
@@ -255,8 +201,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				"max-players", optarg, 1, 1000000);
 			break;
 		case OPT_STALL:
-			a->stall_ns = need_duration("stall-timeout", optarg, MS,
-						    3600 * NS);
+			a->stall_ns = need_duration_in("stall-timeout", optarg,
+						       MS, 3600 * NS);
 			break;
 		case OPT_COPY:
 			a->copy_broadcast = true;
@@ -278,21 +224,18 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			a->sndbuf = (int)v;
 			break;
 		case OPT_SPIN:
-			a->spin_ns = (uint32_t)need_duration("spin", optarg, 0,
-							     NS / 10);
+			a->spin_ns = (uint32_t)need_duration_in("spin", optarg,
+								0, NS / 10);
 			if (a->spin_ns && a->spin_ns < 1000)
 				bad_usage("--spin: '%s' is below 1us", optarg);
 			break;
 		case OPT_DRAIN:
-			a->drain_ns = need_duration("drain-timeout", optarg, MS,
-						    UINT32_MAX / 1000 * NS);
+			a->drain_ns = need_duration_in("drain-timeout", optarg,
+						       MS,
+						       UINT32_MAX / 1000 * NS);
 			break;
 		case 'S':
-			o->stats_ns =
-				need_duration("stats", optarg, 0, 1000000 * NS);
-			if (o->stats_ns && o->stats_ns < 10 * MS)
-				bad_usage("--stats: '%s' is below 10ms",
-					  optarg);
+			o->stats_ns = need_stats(optarg);
 			break;
 		case OPT_JSON:
 			o->json = true;
@@ -300,41 +243,15 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 'q':
 			a->quiet = true;
 			break;
-		case 'h':
-			usage(stdout);
-			exit(EXIT_OK);
-		case 'V':
-			printf("%s %s\n", prog, AO_VERSION);
-			exit(EXIT_OK);
-		case ':':
-			bad_usage("option '%s' needs a value",
-				  argv[optind - 1]);
-		default:
-			if (optopt)
-				bad_usage("unknown option '-%c'", optopt);
-			bad_usage("unknown option '%s'", argv[optind - 1]);
+		default: /* -h, -V, errors */
+			cli_option(c, argv, usage);
 		}
 	}
-	if (optind < argc)
-		bad_usage("unexpected argument '%s'", argv[optind]);
+	cli_no_operands(argc, argv);
 }
 
 /* ------------------------------------------------------------------ */
 /* Statistics */
-
-static const char *const io_close_keys[AO_CLOSE_NR] = {
-	[AO_CLOSE_EOF] = "eof",
-	[AO_CLOSE_RESET] = "reset",
-	[AO_CLOSE_TRUNCATED] = "truncated",
-	[AO_CLOSE_TOO_LONG] = "too_long",
-	[AO_CLOSE_EMPTY] = "empty",
-	[AO_CLOSE_PROTOCOL] = "protocol",
-	[AO_CLOSE_SLOW] = "slow",
-	[AO_CLOSE_IDLE] = "idle",
-	[AO_CLOSE_LOCAL] = "local",
-	[AO_CLOSE_SHUTDOWN] = "shutdown",
-	[AO_CLOSE_NOMEM] = "nomem",
-};
 
 struct snap {
 	uint64_t t_ns;
@@ -359,14 +276,6 @@ struct state {
 	size_t pool_len;
 	struct snap last;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
-}
 
 /* The process's resident memory and the pool arena's share of it (kB),
  * from /proc/self/smaps_rollup and /proc/self/smaps. */
@@ -489,9 +398,7 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       (unsigned long long)io->bytes_in,
 	       (unsigned long long)io->packets_out,
 	       (unsigned long long)io->bytes_out);
-	for (i = 0; i < AO_CLOSE_NR; i++)
-		printf("%s\"%s\":%llu", i ? "," : "", io_close_keys[i],
-		       (unsigned long long)io->closes[i]);
+	print_closes_json(io);
 	printf("},\"reasons\":{");
 	for (i = 0; i < AC_NR; i++)
 		printf("%s\"%s\":%llu", i ? "," : "", arena_close_name(i),
@@ -585,15 +492,7 @@ static void print_final_text(struct state *s, const struct snap *sn,
 	       (unsigned long long)io->bytes_in,
 	       (unsigned long long)io->bytes_out);
 	printf("  closes       ");
-	for (i = 0; i < AO_CLOSE_NR; i++) {
-		if (!io->closes[i])
-			continue;
-		printf("%s%s %llu", any ? ", " : "", ao_close_reason_name(i),
-		       (unsigned long long)io->closes[i]);
-		any = true;
-	}
-	printf("%s\n", any ? "" : "none");
-	any = false;
+	print_closes_text(io);
 	printf("  why (arena)  ");
 	for (i = 0; i < AC_NR; i++) {
 		if (!ar->closes[i])
@@ -621,8 +520,9 @@ static void print_final_text(struct state *s, const struct snap *sn,
 	fflush(stdout);
 }
 
-static void stats_now(struct state *s)
+static void stats_now(void *arg)
 {
+	struct state *s = arg;
 	struct snap sn;
 
 	take_snap(s, &sn);
@@ -635,39 +535,21 @@ static void stats_now(struct state *s)
 
 int main(int argc, char **argv)
 {
+	static const int sigs[] = { SIGINT, SIGTERM, SIGUSR1, SIGUSR2, 0 };
 	static struct state s;
-	struct signalfd_siginfo si;
 	struct ao_bufpool_info info;
 	struct snap fin;
-	sigset_t set;
 	uint64_t next_stats;
 	const char *status = "ok";
-	int sfd, err, rc = EXIT_OK;
-	bool stop = false;
+	int sfd, sig, err, rc = EXIT_OK;
 
-	if (argv[0] && strrchr(argv[0], '/'))
-		prog = strrchr(argv[0], '/') + 1;
-	else if (argv[0] && argv[0][0])
-		prog = argv[0];
+	cli_set_prog(argv[0]);
 	parse_args(argc, argv, &s.o);
 
-	/* As ao-echo: blocked before any thread exists, the default action
-	 * first (a background job starts with SIGINT ignored). */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGUSR1, SIG_DFL);
-	signal(SIGUSR2, SIG_DFL);
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGUSR1);
-	sigaddset(&set, SIGUSR2);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) ||
-	    (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) {
-		fprintf(stderr, "%s: signalfd: %s\n", prog, strerror(errno));
+	/* As ao-echo: blocked before any thread exists. */
+	sfd = cli_signalfd(sigs);
+	if (sfd < 0)
 		return EXIT_RUNTIME;
-	}
-	signal(SIGPIPE, SIG_IGN);
 
 	if (arena_start(&s.o.a, &s.a))
 		return EXIT_RUNTIME;
@@ -693,38 +575,16 @@ int main(int argc, char **argv)
 	take_snap(&s, &s.last);
 	next_stats = s.o.stats_ns ? s.t0 + s.o.stats_ns : 0;
 
-	while (!stop) {
-		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
-		int timeout = -1, r;
-		uint64_t now = now_ns();
-
-		if (next_stats) {
-			if (now >= next_stats) {
-				stats_now(&s);
-				next_stats += s.o.stats_ns;
-				if (next_stats <= now)
-					next_stats = now + s.o.stats_ns;
-				continue;
-			}
-			timeout = (int)((next_stats - now + MS - 1) / MS);
-		}
-		r = poll(&pfd, 1, timeout);
-		if (r < 0 && errno != EINTR) {
-			fprintf(stderr, "%s: poll: %s\n", prog,
-				strerror(errno));
+	for (;;) {
+		sig = serve_wait_signal(sfd, &next_stats, s.o.stats_ns,
+					stats_now, &s);
+		if (sig < 0)
 			rc = EXIT_RUNTIME;
+		if (sig != SIGUSR1 && sig != SIGUSR2)
 			break;
-		}
-		if (r <= 0)
-			continue;
-		if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
-			continue;
-		if (si.ssi_signo == SIGUSR2)
+		if (sig == SIGUSR2)
 			arena_reset_ticks(s.a); /* a measured phase starts */
-		if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2)
-			stats_now(&s);
-		else
-			stop = true;
+		stats_now(&s);
 	}
 
 	if (!s.o.a.quiet)

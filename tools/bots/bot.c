@@ -65,7 +65,7 @@ void bot_fail(struct bot *b, enum bot_fail f, const char *fmt, ...)
 		b->player, fail_names[f], buf);
 }
 
-static uint32_t rnd(struct bot *b)
+uint32_t bot_rnd(struct bot *b)
 {
 	uint32_t x = b->rng;
 
@@ -79,7 +79,8 @@ static uint32_t rnd(struct bot *b)
 /* Uniform in [mean / 2, 3 mean / 2). */
 static uint64_t around(struct bot *b, uint64_t mean)
 {
-	return mean / 2 + (uint64_t)(((unsigned __int128)mean * rnd(b)) >> 32);
+	return mean / 2 +
+	       (uint64_t)(((unsigned __int128)mean * bot_rnd(b)) >> 32);
 }
 
 void bot_reset(struct bot *b)
@@ -281,7 +282,7 @@ static void on_joined(struct bot *b, const struct ap_msg *m, uint64_t now)
 	BOT_BUMP(bot_meas_of(b)->stat[S_JOINS], 1);
 
 	period = o->rate ? 1000000000ull / o->rate : b->period_ns;
-	b->t_input = now + 1 + (uint64_t)rnd(b) % period;
+	b->t_input = now + 1 + (uint64_t)bot_rnd(b) % period;
 	b->t_chat = o->chat_ns ? now + around(b, o->chat_ns) : 0;
 	/* A bot that stops reading stays where it stalls. */
 	b->t_churn = o->churn_ns && !b->stall ? now + around(b, o->churn_ns) :

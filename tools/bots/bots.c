@@ -32,7 +32,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +43,7 @@
 #include <aorta/compiler.h>
 #include <aorta/config.h>
 #include "../load/proto.h"
+#include "../common/cli.h"
 #include "bots.h"
 
 #define NS 1000000000ull
@@ -62,7 +62,7 @@
 enum {
 	EXIT_OK = 0,
 	EXIT_FAILED = 1, /* verification failures or errors */
-	EXIT_USAGE = 2,
+	EXIT_USAGE = CLI_EXIT_USAGE,
 	EXIT_CONNECT = 3, /* not one bot could connect */
 };
 
@@ -87,7 +87,7 @@ struct bots_worker {
 	struct bot_meas m;
 };
 
-static const char *prog = "ao-bots";
+const char *prog = "ao-bots";
 static pthread_barrier_t barrier;
 
 static void usage(FILE *f)
@@ -138,19 +138,6 @@ static void usage(FILE *f)
 		prog);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(EXIT_USAGE);
-}
-
 enum {
 	OPT_CHAT = 256,
 	OPT_PING,
@@ -193,28 +180,6 @@ static const struct option long_opts[] = {
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
-
-static uint64_t need_count(const char *name, const char *s, uint64_t min,
-			   uint64_t max)
-{
-	uint64_t v;
-
-	if (parse_count(s, min, max, &v))
-		bad_usage("--%s: '%s' is not a number in %llu..%llu", name, s,
-			  (unsigned long long)min, (unsigned long long)max);
-	return v;
-}
-
-static uint64_t need_duration(const char *name, const char *s, uint64_t min)
-{
-	uint64_t v;
-
-	if (parse_duration(s, min, 1000000 * NS, &v))
-		bad_usage(
-			"--%s: '%s' is not a duration (like 10, 2.5s, 500ms, 1m)",
-			name, s);
-	return v;
-}
 
 static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 {
@@ -321,61 +286,25 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 			o->hist_path = optarg;
 			break;
 		case OPT_PROGRESS:
-			if (!strcmp(optarg, "auto"))
-				o->progress = -1;
-			else if (!strcmp(optarg, "always"))
-				o->progress = 1;
-			else if (!strcmp(optarg, "never"))
-				o->progress = 0;
-			else
-				bad_usage(
-					"--progress: '%s' is not auto, always or never",
-					optarg);
+			o->progress = need_progress(optarg);
 			break;
 		case 'q':
 			o->progress = 0;
 			break;
-		case 'h':
-			usage(stdout);
-			exit(EXIT_OK);
-		case 'V':
-			printf("%s %s\n", prog, AO_VERSION);
-			exit(EXIT_OK);
-		case ':':
-			bad_usage("option '%s' needs a value",
-				  argv[optind - 1]);
-		default:
-			if (optopt)
-				bad_usage("unknown option '-%c'", optopt);
-			bad_usage("unknown option '%s'", argv[optind - 1]);
+		default: /* -h, -V, errors */
+			cli_option(c, argv, usage);
 		}
 	}
-	if (optind < argc)
-		bad_usage("unexpected argument '%s'", argv[optind]);
+	cli_no_operands(argc, argv);
 	if (!have_port)
 		bad_usage("--port is required");
 	if (o->stall > o->players)
 		bad_usage("--stall: %u bots of %u", o->stall, o->players);
 	if (o->threads > o->players)
 		o->threads = o->players;
-	if (o->engine == ENG_URING) {
-		int r = eng_uring_probe();
-
-		if (r == -ENOSYS)
-			bad_usage("--engine=uring: this build has no io_uring "
-				  "engine (no liburing when it was built)");
-		if (r) {
-			fprintf(stderr,
-				"%s: --engine=uring: io_uring is not available "
-				"here: %s\n",
-				prog, strerror(-r));
-			exit(EXIT_FAILED);
-		}
-	}
-	if (parse_addr(o->addr, o->port, &ctx->sa, &ctx->salen))
-		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address (like "
-			  "127.0.0.1, ::1 or [::1])",
-			  o->addr);
+	if (o->engine == ENG_URING)
+		need_uring(eng_uring_probe());
+	need_addr(o->addr, o->port, &ctx->sa, &ctx->salen);
 }
 
 /* ------------------------------------------------------------------ */
@@ -489,17 +418,6 @@ static void heap_fix(struct bots_worker *w, struct bot *b)
 /* ------------------------------------------------------------------ */
 /* Connections */
 
-static uint32_t wrnd(struct bot *b)
-{
-	uint32_t x = b->rng;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	b->rng = x;
-	return x;
-}
-
 static struct bots_worker *to_worker(struct eng *e)
 {
 	return container_of(e, struct bots_worker, eng);
@@ -578,8 +496,8 @@ static uint8_t next_dir(struct bot *b)
 {
 	/* Walk a direction for a while: bots reach the walls. */
 	if (!b->dir_left) {
-		b->dir = (uint8_t)(wrnd(b) % AP_DIR_NR);
-		b->dir_left = (uint8_t)(10 + wrnd(b) % 90);
+		b->dir = (uint8_t)(bot_rnd(b) % AP_DIR_NR);
+		b->dir_left = (uint8_t)(10 + bot_rnd(b) % 90);
 	}
 	b->dir_left--;
 	return b->dir;
@@ -613,7 +531,7 @@ static void bot_timers(struct bots_worker *w, struct bot *b, uint64_t now)
 			bot_send_chat(b, now);
 			b->t_chat = now + o->chat_ns / 2 +
 				    (uint64_t)(((unsigned __int128)o->chat_ns *
-						wrnd(b)) >>
+						bot_rnd(b)) >>
 					       32);
 		}
 	}
@@ -632,9 +550,9 @@ static void bot_timers(struct bots_worker *w, struct bot *b, uint64_t now)
 	if (b->t_churn && now >= b->t_churn) {
 		b->t_churn = 0;
 		if (live && b->state == B_ROOM) {
-			uint64_t pause = 20 * MS + wrnd(b) % (200 * MS);
+			uint64_t pause = 20 * MS + bot_rnd(b) % (200 * MS);
 
-			if (wrnd(b) % 2) {
+			if (bot_rnd(b) % 2) {
 				bot_leave(b, now);
 				b->t_join = now + pause;
 			} else {
@@ -1091,32 +1009,13 @@ static void print_json(const struct bots_ctx *ctx, const struct bot_meas *t,
 	printf("},\"status\":\"%s\"}\n", status);
 }
 
-static int write_hist(const char *path, const struct hist *h)
-{
-	FILE *f = fopen(path, "w");
-	int r;
-
-	if (!f) {
-		fprintf(stderr, "%s: --hist: cannot open %s: %s\n", prog, path,
-			strerror(errno));
-		return -1;
-	}
-	r = hist_write_csv(h, f);
-	if (fclose(f))
-		r = -1;
-	if (r)
-		fprintf(stderr, "%s: --hist: cannot write %s: %s\n", prog, path,
-			strerror(errno));
-	return r;
-}
-
 int main(int argc, char **argv)
 {
+	static const int sigs[] = { SIGINT, SIGTERM, 0 };
 	static struct bots_ctx ctx;
 	struct bot_meas *t, *last;
 	struct signalfd_siginfo si;
 	pthread_t *tids;
-	sigset_t set;
 	uint64_t now, next_line, last_t, t_end;
 	const char *status = "ok";
 	int sfd, err, rc = EXIT_OK;
@@ -1124,27 +1023,15 @@ int main(int argc, char **argv)
 	uint32_t i;
 	double secs;
 
-	if (argv[0] && strrchr(argv[0], '/'))
-		prog = strrchr(argv[0], '/') + 1;
-	else if (argv[0] && argv[0][0])
-		prog = argv[0];
+	cli_set_prog(argv[0]);
 	parse_args(argc, argv, &ctx);
-	progress = ctx.o.progress > 0 ||
-		   (ctx.o.progress < 0 && !ctx.o.json && isatty(1));
+	progress = cli_progress(ctx.o.progress, ctx.o.json);
 	ao_clock_calibrate();
 
 	/* Signals wait for the signalfd, in every thread (see ao-echo). */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) ||
-	    (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) {
-		fprintf(stderr, "%s: signalfd: %s\n", prog, strerror(errno));
+	sfd = cli_signalfd(sigs);
+	if (sfd < 0)
 		return EXIT_FAILED;
-	}
-	signal(SIGPIPE, SIG_IGN);
 
 	ctx.cross_mask = CROSS_SLOTS - 1;
 	ctx.cross = calloc(CROSS_SLOTS, sizeof(*ctx.cross));
@@ -1249,7 +1136,8 @@ int main(int argc, char **argv)
 		print_json(&ctx, t, secs, status);
 	else
 		print_text(&ctx, t, secs, status);
-	if (ctx.o.hist_path && write_hist(ctx.o.hist_path, &t->latency))
+	if (ctx.o.hist_path &&
+	    hist_write_file(&t->latency, ctx.o.hist_path, prog))
 		rc = EXIT_FAILED;
 	for (i = 0; i < ctx.o.threads; i++)
 		worker_free(&ctx.workers[i]);

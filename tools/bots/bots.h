@@ -241,6 +241,8 @@ void bot_leave(struct bot *b, uint64_t now);
 void bot_join(struct bot *b, uint64_t now);
 /* Checks that need time: inputs and chat lines overdue by now. */
 void bot_check_overdue(struct bot *b, uint64_t now);
+/* The bot's own random numbers (xorshift32 on b->rng). */
+uint32_t bot_rnd(struct bot *b);
 /* Count a failure (and log the first few). */
 void bot_fail(struct bot *b, enum bot_fail f, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

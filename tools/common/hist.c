@@ -137,3 +137,22 @@ int hist_write_csv(const struct hist *h, FILE *f)
 	}
 	return 0;
 }
+
+int hist_write_file(const struct hist *h, const char *path, const char *who)
+{
+	FILE *f = fopen(path, "w");
+	int r;
+
+	if (!f) {
+		fprintf(stderr, "%s: --hist: cannot open %s: %s\n", who, path,
+			strerror(errno));
+		return -1;
+	}
+	r = hist_write_csv(h, f);
+	if (fclose(f))
+		r = -1;
+	if (r)
+		fprintf(stderr, "%s: --hist: cannot write %s: %s\n", who, path,
+			strerror(errno));
+	return r;
+}

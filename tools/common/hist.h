@@ -52,5 +52,11 @@ double hist_mean(const struct hist *h);
  * Returns 0 or -1 (errno set) on a write error.
  */
 int hist_write_csv(const struct hist *h, FILE *f);
+/*
+ * hist_write_csv() into the file at path (created or truncated), as the
+ * tools' --hist does: 0, or -1 after a message on stderr,
+ * "<who>: --hist: cannot open|write <path>: <why>".
+ */
+int hist_write_file(const struct hist *h, const char *path, const char *who);
 
 #endif /* AO_LOAD_HIST_H */

@@ -20,16 +20,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <time.h>
 #include <unistd.h>
 #include <aorta/config.h>
 #include <aorta/core/bufpool.h>
@@ -37,6 +33,8 @@
 #include <aorta/core/exec.h>
 #include <aorta/io/server.h>
 #include <aorta/sync/spinlock.h>
+#include "../common/cli.h"
+#include "../common/serve.h"
 #include "../load/proto.h"
 
 #define NS 1000000000ull
@@ -48,7 +46,7 @@
 enum {
 	EXIT_OK = 0,
 	EXIT_RUNTIME = 1, /* start failed, stop timed out, leak */
-	EXIT_USAGE = 2,
+	EXIT_USAGE = CLI_EXIT_USAGE,
 };
 
 enum mode { MODE_WORKER, MODE_RING };
@@ -73,7 +71,7 @@ struct echo_opts {
 	bool quiet;
 };
 
-static const char *prog = "ao-echo";
+const char *prog = "ao-echo";
 
 static void usage(FILE *f)
 {
@@ -119,19 +117,6 @@ static void usage(FILE *f)
 		prog);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(EXIT_USAGE);
-}
-
 enum {
 	OPT_MAX_PACKET = 256,
 	OPT_MAX_CONNS,
@@ -165,35 +150,8 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static uint64_t need_count(const char *name, const char *s, uint64_t min,
-			   uint64_t max)
-{
-	uint64_t v;
-
-	if (parse_count(s, min, max, &v))
-		bad_usage("--%s: '%s' is not a number in %llu..%llu", name, s,
-			  (unsigned long long)min, (unsigned long long)max);
-	return v;
-}
-
-static uint64_t need_duration(const char *name, const char *s, uint64_t min,
-			      uint64_t max)
-{
-	uint64_t v;
-
-	if (parse_duration(s, min, max, &v))
-		bad_usage("--%s: '%s' is not a duration in %llums..%llus "
-			  "(like 10, 2.5s, 500ms, 1m)",
-			  name, s, (unsigned long long)(min / MS),
-			  (unsigned long long)(max / NS));
-	return v;
-}
-
 static void parse_args(int argc, char **argv, struct echo_opts *o)
 {
-	struct sockaddr_storage ss;
-	socklen_t sslen;
-	uint64_t v;
 	int c;
 
 	o->address = "127.0.0.1";
@@ -212,11 +170,7 @@ static void parse_args(int argc, char **argv, struct echo_opts *o)
 				NULL)) != -1) {
 		switch (c) {
 		case 'a':
-			if (parse_addr(optarg, 0, &ss, &sslen))
-				bad_usage("--address: '%s' is not an IPv4 or "
-					  "IPv6 address",
-					  optarg);
-			o->address = optarg;
+			o->address = need_address(optarg);
 			break;
 		case 'p':
 			o->port =
@@ -231,17 +185,7 @@ static void parse_args(int argc, char **argv, struct echo_opts *o)
 							    MAX_RINGS);
 			break;
 		case 'b':
-			if (!strcmp(optarg, "uring") ||
-			    !strcmp(optarg, "io_uring"))
-				o->backend = AO_IO_URING;
-			else if (!strcmp(optarg, "epoll"))
-				o->backend = AO_IO_EPOLL;
-			else if (!strcmp(optarg, "auto"))
-				o->backend = AO_IO_AUTO;
-			else
-				bad_usage("--backend: '%s' is not uring, epoll "
-					  "or auto",
-					  optarg);
+			o->backend = need_backend(optarg);
 			break;
 		case 'f':
 			if (framing_parse(optarg, &o->framing))
@@ -270,19 +214,16 @@ static void parse_args(int argc, char **argv, struct echo_opts *o)
 					  optarg);
 			break;
 		case OPT_MAX_PACKET:
-			if (parse_size(optarg, 1, AO_FRAME_LIMIT, &v))
-				bad_usage("--max-packet: '%s' is not a size in "
-					  "1..%u",
-					  optarg, AO_FRAME_LIMIT);
-			o->max_packet = (uint32_t)v;
+			o->max_packet = (uint32_t)need_size(
+				"max-packet", optarg, 1, AO_FRAME_LIMIT);
 			break;
 		case OPT_MAX_CONNS:
 			o->max_conns = (uint32_t)need_count("max-conns", optarg,
 							    1, MAX_CONNS);
 			break;
 		case OPT_IDLE_TIMEOUT:
-			o->idle_ns = need_duration("idle-timeout", optarg, 0,
-						   UINT32_MAX / 1000 * NS);
+			o->idle_ns = need_duration_in("idle-timeout", optarg, 0,
+						      UINT32_MAX / 1000 * NS);
 			if (o->idle_ns && o->idle_ns < MS)
 				bad_usage("--idle-timeout: '%s' is below 1ms",
 					  optarg);
@@ -292,15 +233,12 @@ static void parse_args(int argc, char **argv, struct echo_opts *o)
 							  AO_BUFPOOL_MAX_COUNT);
 			break;
 		case OPT_DRAIN_TIMEOUT:
-			o->drain_ns = need_duration("drain-timeout", optarg, MS,
-						    UINT32_MAX / 1000 * NS);
+			o->drain_ns = need_duration_in("drain-timeout", optarg,
+						       MS,
+						       UINT32_MAX / 1000 * NS);
 			break;
 		case 's':
-			o->stats_ns =
-				need_duration("stats", optarg, 0, 1000000 * NS);
-			if (o->stats_ns && o->stats_ns < 10 * MS)
-				bad_usage("--stats: '%s' is below 10ms",
-					  optarg);
+			o->stats_ns = need_stats(optarg);
 			break;
 		case OPT_JSON:
 			o->json = true;
@@ -311,23 +249,11 @@ static void parse_args(int argc, char **argv, struct echo_opts *o)
 		case 'q':
 			o->quiet = true;
 			break;
-		case 'h':
-			usage(stdout);
-			exit(EXIT_OK);
-		case 'V':
-			printf("%s %s\n", prog, AO_VERSION);
-			exit(EXIT_OK);
-		case ':':
-			bad_usage("option '%s' needs a value",
-				  argv[optind - 1]);
-		default:
-			if (optopt)
-				bad_usage("unknown option '-%c'", optopt);
-			bad_usage("unknown option '%s'", argv[optind - 1]);
+		default: /* -h, -V, errors */
+			cli_option(c, argv, usage);
 		}
 	}
-	if (optind < argc)
-		bad_usage("unexpected argument '%s'", argv[optind]);
+	cli_no_operands(argc, argv);
 	if (o->framing == FRAMING_LEN16 && o->max_packet > 0xffff)
 		o->max_packet = 0xffff; /* what a 2-byte prefix can say */
 }
@@ -346,21 +272,6 @@ static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 
 /* ------------------------------------------------------------------ */
 /* Statistics */
-
-/* JSON keys of the close reasons, in enum ao_close_reason order. */
-static const char *const close_keys[AO_CLOSE_NR] = {
-	[AO_CLOSE_EOF] = "eof",
-	[AO_CLOSE_RESET] = "reset",
-	[AO_CLOSE_TRUNCATED] = "truncated",
-	[AO_CLOSE_TOO_LONG] = "too_long",
-	[AO_CLOSE_EMPTY] = "empty",
-	[AO_CLOSE_PROTOCOL] = "protocol",
-	[AO_CLOSE_SLOW] = "slow",
-	[AO_CLOSE_IDLE] = "idle",
-	[AO_CLOSE_LOCAL] = "local",
-	[AO_CLOSE_SHUTDOWN] = "shutdown",
-	[AO_CLOSE_NOMEM] = "nomem",
-};
 
 struct snap {
 	uint64_t t_ns; /* since listening */
@@ -382,14 +293,6 @@ struct echo {
 	uint16_t port;
 	struct snap last; /* for the rates of the next stats line */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
-}
 
 static void take_snap(struct echo *e, struct snap *s)
 {
@@ -466,9 +369,7 @@ static void print_json(struct echo *e, const struct snap *s, bool final,
 	       (unsigned long long)io->bytes_out,
 	       (unsigned long long)io->pauses, (unsigned long long)io->enobufs,
 	       (unsigned long long)io->accept_errors);
-	for (int i = 0; i < AO_CLOSE_NR; i++)
-		printf("%s\"%s\":%llu", i ? "," : "", close_keys[i],
-		       (unsigned long long)io->closes[i]);
+	print_closes_json(io);
 	printf("},\"pool_total\":%u,\"pool_in_use\":%u,"
 	       "\"pool_exhausted\":%llu,\"lock_fast\":%.2f,\"lock_p1\":%.2f,"
 	       "\"lock_p2\":%.2f,\"lock_p3\":%.2f,\"exec_executed\":%llu,"
@@ -511,7 +412,6 @@ static void print_final_text(struct echo *e, const struct snap *s,
 {
 	const struct ao_io_stats *io = &s->io;
 	double secs = (double)s->t_ns / 1e9, pct[4];
-	bool any = false;
 
 	lock_shares(&s->lock, pct);
 	printf("%s: final statistics after %.2f s (%s, %s mode, %s framing, "
@@ -536,14 +436,7 @@ static void print_final_text(struct echo *e, const struct snap *s,
 	       "buffer\n",
 	       (unsigned long long)io->pauses, (unsigned long long)io->enobufs);
 	printf("  closes        ");
-	for (int i = 0; i < AO_CLOSE_NR; i++) {
-		if (!io->closes[i])
-			continue;
-		printf("%s%s %llu", any ? ", " : "", ao_close_reason_name(i),
-		       (unsigned long long)io->closes[i]);
-		any = true;
-	}
-	printf("%s\n", any ? "" : "none");
+	print_closes_text(io);
 	printf("  buffer pool   %u buffers, %u in use, %llu gets refused "
 	       "(exhausted)\n",
 	       s->pool_total, s->pool_in_use,
@@ -559,8 +452,9 @@ static void print_final_text(struct echo *e, const struct snap *s,
 	fflush(stdout);
 }
 
-static void stats_now(struct echo *e)
+static void stats_now(void *arg)
 {
+	struct echo *e = arg;
 	struct snap s;
 
 	take_snap(e, &s);
@@ -635,38 +529,21 @@ static int start(struct echo *e)
 
 int main(int argc, char **argv)
 {
+	static const int sigs[] = { SIGINT, SIGTERM, SIGUSR1, 0 };
 	static struct echo e;
-	struct signalfd_siginfo si;
 	struct snap fin;
-	sigset_t set;
 	uint64_t next_stats;
 	const char *status = "ok";
-	int sfd, err, rc = EXIT_OK;
-	bool stop = false;
+	int sfd, sig, err, rc = EXIT_OK;
 
-	if (argv[0] && strrchr(argv[0], '/'))
-		prog = strrchr(argv[0], '/') + 1;
-	else if (argv[0] && argv[0][0])
-		prog = argv[0];
+	cli_set_prog(argv[0]);
 	parse_args(argc, argv, &e.o);
 
 	/* Blocked before any thread exists, so every thread inherits the
-	 * mask and the signals wait for the signalfd.  The default action
-	 * first: a shell starts a background job with SIGINT ignored, and an
-	 * ignored signal never reaches the signalfd. */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGUSR1, SIG_DFL);
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGUSR1);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) ||
-	    (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) {
-		fprintf(stderr, "%s: signalfd: %s\n", prog, strerror(errno));
+	 * mask and the signals wait for the signalfd. */
+	sfd = cli_signalfd(sigs);
+	if (sfd < 0)
 		return EXIT_RUNTIME;
-	}
-	signal(SIGPIPE, SIG_IGN);
 
 	if (start(&e))
 		return EXIT_RUNTIME;
@@ -691,37 +568,11 @@ int main(int argc, char **argv)
 	take_snap(&e, &e.last);
 	next_stats = e.o.stats_ns ? e.t0 + e.o.stats_ns : 0;
 
-	while (!stop) {
-		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
-		int timeout = -1, r;
-		uint64_t now = now_ns();
-
-		if (next_stats) {
-			if (now >= next_stats) {
-				stats_now(&e);
-				next_stats += e.o.stats_ns;
-				if (next_stats <= now)
-					next_stats = now + e.o.stats_ns;
-				continue;
-			}
-			timeout = (int)((next_stats - now + MS - 1) / MS);
-		}
-		r = poll(&pfd, 1, timeout);
-		if (r < 0 && errno != EINTR) {
-			fprintf(stderr, "%s: poll: %s\n", prog,
-				strerror(errno));
-			rc = EXIT_RUNTIME;
-			break;
-		}
-		if (r <= 0)
-			continue;
-		if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
-			continue;
-		if (si.ssi_signo == SIGUSR1)
-			stats_now(&e);
-		else
-			stop = true;
-	}
+	while ((sig = serve_wait_signal(sfd, &next_stats, e.o.stats_ns,
+					stats_now, &e)) == SIGUSR1)
+		stats_now(&e);
+	if (sig < 0)
+		rc = EXIT_RUNTIME;
 
 	if (!e.o.quiet)
 		fprintf(stderr, "%s: stopping (drain up to %llu ms)\n", prog,

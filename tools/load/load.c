@@ -48,7 +48,7 @@
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define BUMP(x, n) STORE(x, (x) + (n))
 
-static const char *prog = "ao-load";
+const char *prog = "ao-load";
 static volatile sig_atomic_t got_signal;
 static int log_count; /* atomic */
 
@@ -96,19 +96,6 @@ static void usage(FILE *f)
 		prog);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(EXIT_USAGE);
-}
-
 enum {
 	OPT_RAMP = 256,
 	OPT_TIMEOUT,
@@ -140,33 +127,10 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static uint64_t need_count(const char *name, const char *s, uint64_t min,
-			   uint64_t max)
-{
-	uint64_t v;
-
-	if (parse_count(s, min, max, &v))
-		bad_usage("--%s: '%s' is not a number in %llu..%llu", name, s,
-			  (unsigned long long)min, (unsigned long long)max);
-	return v;
-}
-
-static uint64_t need_duration(const char *name, const char *s, uint64_t min)
-{
-	uint64_t v;
-
-	if (parse_duration(s, min, 1000000 * NS, &v))
-		bad_usage(
-			"--%s: '%s' is not a duration (like 10, 2.5s, 500ms, 1m)",
-			name, s);
-	return v;
-}
-
 static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 {
 	struct load_opts *o = &ctx->o;
 	bool have_port = false, have_duration = false;
-	uint64_t v;
 	int c;
 
 	o->addr = "127.0.0.1";
@@ -210,10 +174,8 @@ static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 			o->rate = need_count("rate", optarg, 1, 1000000000ull);
 			break;
 		case 's':
-			if (parse_size(optarg, 1, PAYLOAD_MAX, &v))
-				bad_usage("--size: '%s' is not a size in 1..%u",
-					  optarg, PAYLOAD_MAX);
-			o->size = (size_t)v;
+			o->size = (size_t)need_size("size", optarg, 1,
+						    PAYLOAD_MAX);
 			break;
 		case 'd':
 			o->duration_ns =
@@ -253,37 +215,16 @@ static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 			o->hist_path = optarg;
 			break;
 		case OPT_PROGRESS:
-			if (!strcmp(optarg, "auto"))
-				o->progress = -1;
-			else if (!strcmp(optarg, "always"))
-				o->progress = 1;
-			else if (!strcmp(optarg, "never"))
-				o->progress = 0;
-			else
-				bad_usage(
-					"--progress: '%s' is not auto, always or never",
-					optarg);
+			o->progress = need_progress(optarg);
 			break;
 		case 'q':
 			o->progress = 0;
 			break;
-		case 'h':
-			usage(stdout);
-			exit(EXIT_OK);
-		case 'V':
-			printf("%s %s\n", prog, AO_VERSION);
-			exit(EXIT_OK);
-		case ':':
-			bad_usage("option '%s' needs a value",
-				  argv[optind - 1]);
-		default:
-			if (optopt)
-				bad_usage("unknown option '-%c'", optopt);
-			bad_usage("unknown option '%s'", argv[optind - 1]);
+		default: /* -h, -V, errors */
+			cli_option(c, argv, usage);
 		}
 	}
-	if (optind < argc)
-		bad_usage("unexpected argument '%s'", argv[optind]);
+	cli_no_operands(argc, argv);
 	if (!have_port)
 		bad_usage("--port is required");
 	if (o->requests && !have_duration)
@@ -295,25 +236,10 @@ static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 			framing_max_payload(o->framing));
 	if (o->threads > o->conns)
 		o->threads = o->conns;
-	if (o->engine == ENGINE_URING) {
-		int r = engine_uring_probe();
+	if (o->engine == ENGINE_URING)
+		need_uring(engine_uring_probe());
 
-		if (r == -ENOSYS)
-			bad_usage("--engine=uring: this build has no io_uring "
-				  "engine (no liburing when it was built)");
-		if (r) {
-			fprintf(stderr,
-				"%s: --engine=uring: io_uring is not available "
-				"here: %s\n",
-				prog, strerror(-r));
-			exit(EXIT_ERRORS);
-		}
-	}
-
-	if (parse_addr(o->addr, o->port, &ctx->sa, &ctx->salen))
-		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address (like "
-			  "127.0.0.1, ::1 or [::1])",
-			  o->addr);
+	need_addr(o->addr, o->port, &ctx->sa, &ctx->salen);
 }
 
 /* ------------------------------------------------------------------ */
@@ -883,30 +809,10 @@ static void print_json(const struct load_ctx *ctx, const struct totals *t,
 	       hist_mean(&t->hist));
 }
 
-static int write_hist(const char *path, const struct hist *h)
-{
-	FILE *f = fopen(path, "w");
-	int r;
-
-	if (!f) {
-		fprintf(stderr, "%s: --hist: cannot open %s: %s\n", prog, path,
-			strerror(errno));
-		return -1;
-	}
-	r = hist_write_csv(h, f);
-	if (fclose(f))
-		r = -1;
-	if (r)
-		fprintf(stderr, "%s: --hist: cannot write %s: %s\n", prog, path,
-			strerror(errno));
-	return r;
-}
-
 int main(int argc, char **argv)
 {
 	static struct load_ctx ctx;
 	struct worker_arg *args;
-	struct sigaction sa;
 	sigset_t block, old;
 	pthread_t *tids;
 	struct totals *t;
@@ -916,21 +822,12 @@ int main(int argc, char **argv)
 	bool progress, interrupted = false;
 	double secs;
 
-	if (argv[0] && strrchr(argv[0], '/'))
-		prog = strrchr(argv[0], '/') + 1;
-	else if (argv[0] && argv[0][0])
-		prog = argv[0];
+	cli_set_prog(argv[0]);
 	parse_args(argc, argv, &ctx);
-	progress = ctx.o.progress > 0 ||
-		   (ctx.o.progress < 0 && !ctx.o.json && isatty(1));
+	progress = cli_progress(ctx.o.progress, ctx.o.json);
 	ao_clock_calibrate();
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	cli_catch_signals(on_signal);
 
 	ctx.workers = calloc(ctx.o.threads, sizeof(*ctx.workers));
 	tids = calloc(ctx.o.threads, sizeof(*tids));
@@ -1027,9 +924,8 @@ int main(int argc, char **argv)
 		if (got_signal && !interrupted) {
 			interrupted = true;
 			/* A second signal ends the program. */
-			sa.sa_handler = SIG_DFL;
-			sigaction(SIGINT, &sa, NULL);
-			sigaction(SIGTERM, &sa, NULL);
+			signal(SIGINT, SIG_DFL);
+			signal(SIGTERM, SIG_DFL);
 		}
 		if (interrupted || now >= deadline)
 			__atomic_store_n(&ctx.stop, 1, __ATOMIC_RELEASE);
@@ -1061,7 +957,7 @@ int main(int argc, char **argv)
 		print_text(&ctx, t, secs);
 	if (interrupted && !ctx.o.json)
 		printf("  (interrupted)\n");
-	if (ctx.o.hist_path && write_hist(ctx.o.hist_path, &t->hist))
+	if (ctx.o.hist_path && hist_write_file(&t->hist, ctx.o.hist_path, prog))
 		rc = EXIT_ERRORS;
 	if (errors_of(&t->st) || t->st.mismatches)
 		rc = EXIT_ERRORS;

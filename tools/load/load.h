@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 #include <sys/socket.h>
+#include "../common/cli.h"
 #include "../common/engine.h"
 #include "../common/hist.h"
 #include "proto.h"
@@ -26,7 +27,7 @@ enum engine { ENGINE_EPOLL, ENGINE_URING };
 enum {
 	EXIT_OK = 0,
 	EXIT_ERRORS = 1, /* errors or mismatches during the run, or fatal */
-	EXIT_USAGE = 2,
+	EXIT_USAGE = CLI_EXIT_USAGE,
 	EXIT_CONNECT = 3,
 };
 

@@ -50,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <aorta/config.h>
+#include "../common/cli.h"
 #include "../load/proto.h"
 
 #define NS 1000000000ull
@@ -64,7 +65,7 @@
 enum {
 	EXIT_OK = 0,
 	EXIT_CHECK = 1,
-	EXIT_USAGE = 2,
+	EXIT_USAGE = CLI_EXIT_USAGE,
 	EXIT_CONNECT = 3,
 };
 
@@ -141,7 +142,7 @@ struct stats {
 	uint64_t tx_bytes, rx_bytes;
 };
 
-static const char *prog = "ao-misbehave";
+const char *prog = "ao-misbehave";
 static struct opts o;
 static struct stats st;
 static struct mconn *conns;
@@ -153,14 +154,6 @@ static uint32_t active; /* slots not C_FREE */
 static bool stopping; /* no new connections */
 static unsigned int logged;
 static volatile sig_atomic_t got_signal;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
-}
 
 /* splitmix64: one step of a generator with a 64-bit state. */
 static uint64_t mix64(uint64_t *s)
@@ -234,19 +227,6 @@ static void usage(FILE *f)
 		prog);
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(EXIT_USAGE);
-}
-
 enum {
 	OPT_FRAMES = 256,
 	OPT_HOLD,
@@ -281,39 +261,6 @@ static const struct option long_opts[] = {
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
 };
-
-static uint64_t need_count(const char *name, const char *s, uint64_t min,
-			   uint64_t max)
-{
-	uint64_t v;
-
-	if (parse_count(s, min, max, &v))
-		bad_usage("--%s: '%s' is not a number in %llu..%llu", name, s,
-			  (unsigned long long)min, (unsigned long long)max);
-	return v;
-}
-
-static uint64_t need_size(const char *name, const char *s, uint64_t min,
-			  uint64_t max)
-{
-	uint64_t v;
-
-	if (parse_size(s, min, max, &v))
-		bad_usage("--%s: '%s' is not a size in %llu..%llu", name, s,
-			  (unsigned long long)min, (unsigned long long)max);
-	return v;
-}
-
-static uint64_t need_duration(const char *name, const char *s, uint64_t min)
-{
-	uint64_t v;
-
-	if (parse_duration(s, min, 1000000 * NS, &v))
-		bad_usage(
-			"--%s: '%s' is not a duration (like 10, 2.5s, 500ms, 1m)",
-			name, s);
-	return v;
-}
 
 /* Loopback only: 127.0.0.0/8 or ::1. */
 static void set_addr(const char *s)
@@ -427,23 +374,11 @@ static void parse_args(int argc, char **argv)
 		case 'q':
 			o.quiet = true;
 			break;
-		case 'h':
-			usage(stdout);
-			exit(EXIT_OK);
-		case 'V':
-			printf("%s %s\n", prog, AO_VERSION);
-			exit(EXIT_OK);
-		case ':':
-			bad_usage("option '%s' needs a value",
-				  argv[optind - 1]);
-		default:
-			if (optopt)
-				bad_usage("unknown option '-%c'", optopt);
-			bad_usage("unknown option '%s'", argv[optind - 1]);
+		default: /* -h, -V, errors */
+			cli_option(c, argv, usage);
 		}
 	}
-	if (optind < argc)
-		bad_usage("unexpected argument '%s'", argv[optind]);
+	cli_no_operands(argc, argv);
 	if (!have_port)
 		bad_usage("--port is required");
 	if (!have_mode)
@@ -1016,16 +951,12 @@ static void print_result(double secs)
 int main(int argc, char **argv)
 {
 	struct epoll_event evs[256];
-	struct sigaction sa;
 	struct rlimit rl;
 	uint64_t t0, now, deadline, next_tick, hold_end = 0, end_by;
 	int n, i, rc = EXIT_OK;
 	uint32_t s;
 
-	if (argv[0] && strrchr(argv[0], '/'))
-		prog = strrchr(argv[0], '/') + 1;
-	else if (argv[0] && argv[0][0])
-		prog = argv[0];
+	cli_set_prog(argv[0]);
 	parse_args(argc, argv);
 	rng_state = o.seed;
 	next_stream = o.seed << 32;
@@ -1036,12 +967,7 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	cli_catch_signals(on_signal);
 
 	conns = calloc(o.conns, sizeof(*conns));
 	epfd = epoll_create1(EPOLL_CLOEXEC);

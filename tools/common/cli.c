@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: MIT
+/* What the tools' command lines share: see cli.h. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <aorta/config.h>
+#include "../load/proto.h"
+#include "cli.h"
+
+#define CLI_NS 1000000000ull
+#define CLI_MS 1000000ull
+
+void cli_set_prog(const char *argv0)
+{
+	if (argv0 && strrchr(argv0, '/'))
+		prog = strrchr(argv0, '/') + 1;
+	else if (argv0 && argv0[0])
+		prog = argv0;
+}
+
+void bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'.\n", prog);
+	exit(CLI_EXIT_USAGE);
+}
+
+void cli_option(int c, char *const *argv, void (*usage)(FILE *f))
+{
+	switch (c) {
+	case 'h':
+		usage(stdout);
+		exit(0);
+	case 'V':
+		printf("%s %s\n", prog, AO_VERSION);
+		exit(0);
+	case ':':
+		bad_usage("option '%s' needs a value", argv[optind - 1]);
+	default:
+		if (optopt)
+			bad_usage("unknown option '-%c'", optopt);
+		bad_usage("unknown option '%s'", argv[optind - 1]);
+	}
+}
+
+void cli_no_operands(int argc, char *const *argv)
+{
+	if (optind < argc)
+		bad_usage("unexpected argument '%s'", argv[optind]);
+}
+
+/* parse(s) within [min, max], or a usage error: "is not a <what> in". */
+static uint64_t need_in(int (*parse)(const char *s, uint64_t min, uint64_t max,
+				     uint64_t *out),
+			const char *what, const char *name, const char *s,
+			uint64_t min, uint64_t max)
+{
+	uint64_t v;
+
+	if (parse(s, min, max, &v))
+		bad_usage("--%s: '%s' is not a %s in %llu..%llu", name, s, what,
+			  (unsigned long long)min, (unsigned long long)max);
+	return v;
+}
+
+uint64_t need_count(const char *name, const char *s, uint64_t min, uint64_t max)
+{
+	return need_in(parse_count, "number", name, s, min, max);
+}
+
+uint64_t need_size(const char *name, const char *s, uint64_t min, uint64_t max)
+{
+	return need_in(parse_size, "size", name, s, min, max);
+}
+
+uint64_t need_duration(const char *name, const char *s, uint64_t min)
+{
+	uint64_t v;
+
+	if (parse_duration(s, min, 1000000 * CLI_NS, &v))
+		bad_usage(
+			"--%s: '%s' is not a duration (like 10, 2.5s, 500ms, 1m)",
+			name, s);
+	return v;
+}
+
+uint64_t need_duration_in(const char *name, const char *s, uint64_t min,
+			  uint64_t max)
+{
+	uint64_t v;
+
+	if (parse_duration(s, min, max, &v))
+		bad_usage("--%s: '%s' is not a duration in %llums..%llus "
+			  "(like 10, 2.5s, 500ms, 1m)",
+			  name, s, (unsigned long long)(min / CLI_MS),
+			  (unsigned long long)(max / CLI_NS));
+	return v;
+}
+
+int need_progress(const char *s)
+{
+	if (!strcmp(s, "auto"))
+		return -1;
+	if (!strcmp(s, "always"))
+		return 1;
+	if (!strcmp(s, "never"))
+		return 0;
+	bad_usage("--progress: '%s' is not auto, always or never", s);
+}
+
+bool cli_progress(int progress, bool json)
+{
+	return progress > 0 || (progress < 0 && !json && isatty(1));
+}
+
+void need_addr(const char *s, uint16_t port, struct sockaddr_storage *sa,
+	       socklen_t *len)
+{
+	if (parse_addr(s, port, sa, len))
+		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address (like "
+			  "127.0.0.1, ::1 or [::1])",
+			  s);
+}
+
+void need_uring(int r)
+{
+	if (r == -ENOSYS)
+		bad_usage("--engine=uring: this build has no io_uring "
+			  "engine (no liburing when it was built)");
+	if (r) {
+		fprintf(stderr,
+			"%s: --engine=uring: io_uring is not available "
+			"here: %s\n",
+			prog, strerror(-r));
+		exit(1);
+	}
+}
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * CLI_NS + (uint64_t)ts.tv_nsec;
+}
+
+int cli_signalfd(const int *sigs)
+{
+	sigset_t set;
+	int i, sfd;
+
+	for (i = 0; sigs[i]; i++)
+		signal(sigs[i], SIG_DFL);
+	sigemptyset(&set);
+	for (i = 0; sigs[i]; i++)
+		sigaddset(&set, sigs[i]);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) ||
+	    (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) {
+		fprintf(stderr, "%s: signalfd: %s\n", prog, strerror(errno));
+		return -1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	return sfd;
+}
+
+void cli_catch_signals(void (*handler)(int sig))
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	sa.sa_handler = handler;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
