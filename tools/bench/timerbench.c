@@ -2126,8 +2126,7 @@ static void targets(void)
 		 * this thread preempted by other processes.  The burst
 		 * bounds every step, as it is all the steps of one advance.
 		 */
-		target("bounded/testclock CPU <= 200 us", us <= 200, us,
-		       200,
+		target("bounded/testclock CPU <= 200 us", us <= 200, us, 200,
 		       "the expiry work due within %llu us of timer time "
 		       "took up to %.1f us CPU (at %.2f s)",
 		       VIRT_STEP_NS / USEC, us, r->burst_at_s);
