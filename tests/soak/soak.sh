@@ -23,6 +23,16 @@
 #     (a stop that timed out, a leak at destroy), or a crash;
 #   - RSS not flat (see RSS_TOLERANCE_PCT below).
 #
+# Beside them, the game server: an ao-arena under ao-bots players that
+# leave, rejoin and reconnect all the time (--churn) for the whole run,
+# and, once after the warm-up, a swarm of which some stop reading.  It
+# fails on any verification failure of either ao-bots run (a tick out of
+# order, a position or chat line wrong or missing, a player id from
+# another room, a stalled bot not closed), RSS outside the buffer pool
+# not flat (as ao-echo's, from ao-arena's rss_kb - pool_rss_kb), or a
+# final report that is not consistent, with players left or pool_in_use
+# not 0.  SOAK_ARENA=0 leaves it out.
+#
 # Loopback only.  Needs /proc.  Takes SECONDS plus a few seconds.
 set -u
 
@@ -31,7 +41,12 @@ secs=${2:-600}
 echo_bin=$tools/echo/ao-echo
 load_bin=$tools/load/ao-load
 misb_bin=$tools/misbehave/ao-misbehave
-for b in "$echo_bin" "$load_bin" "$misb_bin"; do
+arena_bin=$tools/arena/ao-arena
+bots_bin=$tools/bots/ao-bots
+soak_arena=${SOAK_ARENA:-1}
+bins="$echo_bin $load_bin $misb_bin"
+[ "$soak_arena" = 0 ] || bins="$bins $arena_bin $bots_bin"
+for b in $bins; do
 	if [ ! -x "$b" ]; then
 		echo "soak: $b is missing (make tools)" >&2
 		exit 2
@@ -111,25 +126,48 @@ violation() {
 	fail=1
 }
 
-# start_echo NAME FRAMING: an ao-echo in the background; its pid in
-# $tmp/NAME.pid, its port in $tmp/NAME.port.
-start_echo() {
-	"$echo_bin" --port=0 --json --quiet --framing="$2" \
-		--idle-timeout=2s --max-conns=1000 --buffers="$buffers" \
-		--drain-timeout=5s >"$tmp/$1.out" 2>"$tmp/$1.err" &
+# started NAME: wait for the server just started in the background to
+# say its port; its pid in $tmp/NAME.pid, its port in $tmp/NAME.port.
+started() {
 	echo $! >"$tmp/$1.pid"
 	children="$children $!"
 	i=0
 	while ! grep -q '^port=' "$tmp/$1.out" 2>/dev/null; do
 		i=$((i + 1))
 		if [ "$i" -gt 300 ] || ! kill -0 "$(cat "$tmp/$1.pid")"; then
-			echo "soak: ao-echo ($1) did not start:" >&2
+			echo "soak: server $1 did not start:" >&2
 			cat "$tmp/$1.err" >&2
 			exit 1
 		fi
 		sleep 0.1
 	done
 	sed -n 's/^port=//p' "$tmp/$1.out" | head -n 1 >"$tmp/$1.port"
+}
+
+# start_echo NAME FRAMING: an ao-echo in the background.
+start_echo() {
+	"$echo_bin" --port=0 --json --quiet --framing="$2" \
+		--idle-timeout=2s --max-conns=1000 --buffers="$buffers" \
+		--drain-timeout=5s >"$tmp/$1.out" 2>"$tmp/$1.err" &
+	started "$1"
+}
+
+# rss_flat NAME FILE: RSS outside the pool (the second column of FILE's
+# "t outside total pool" lines) after the warm-up and at the end, and
+# the check that it stayed flat.
+rss_flat() {
+	warm=$(awk -v w="$warm_s" '$1 >= w { if (n < 3 && $2 > m) m = $2;
+		n++ } END { print m + 0 }' "$2")
+	last=$(tail -n 3 "$2" | awk '$2 > m { m = $2 } END { print m + 0 }')
+	lim=$((warm + warm * RSS_TOLERANCE_PCT / 100 + RSS_SLACK_KB))
+	echo "  RSS         outside the pool: ${warm} kB after the warm-up," \
+		"${last} kB at the end (limit ${lim} kB);" \
+		"$(wc -l <"$2") samples"
+	if [ "$warm" -le 0 ] || [ "$last" -gt "$lim" ]; then
+		violation "$1: RSS not flat: ${warm} kB -> ${last} kB" \
+			"(t:outside/total: $(awk '{ printf "%s:%s/%s ", $1, $2,
+			$3 }' "$2"))"
+	fi
 }
 
 # stats NAME: a statistics line now (SIGUSR1), on stdout.
@@ -246,6 +284,31 @@ for s in $servers; do
 	echo $! >"$tmp/$s-load.pid"
 	children="$children $!"
 done
+if [ "$soak_arena" != 0 ]; then
+	# The game: 200 churning players, in rooms of 50, at 20 Hz.
+	"$arena_bin" --port=0 --json --quiet --buffers=2048 \
+		>"$tmp/arena.out" 2>"$tmp/arena.err" &
+	started arena
+	: >"$tmp/arena.rss"
+	"$bots_bin" --port="$(cat "$tmp/arena.port")" --players=200 \
+		--churn=2s --chat=2s --duration="$((secs - 6))s" --json \
+		--quiet >"$tmp/arena-bots.json" 2>"$tmp/arena-bots.err" &
+	echo $! >"$tmp/arena-bots.pid"
+	children="$children $!"
+	# Once the warm-up is over: 60 players, 20 of them stop reading,
+	# for 25 s: the server sees a stall only once the kernel's buffers
+	# are full (seconds in a small room), then closes the player as a
+	# slow consumer after its 2 s stall timeout.
+	(
+		sleep "$warm_s"
+		"$bots_bin" --port="$(cat "$tmp/arena.port")" --players=60 \
+			--stall=20 --duration=25s --json --quiet \
+			>"$tmp/arena-stall.json" 2>"$tmp/arena-stall.err"
+		echo $? >"$tmp/arena-stall.rc"
+	) &
+	echo $! >"$tmp/arena-stall.pid"
+	children="$children $!"
+fi
 # The loads' connections first: a flood must not take their places.
 sleep 1
 loops=""
@@ -276,12 +339,30 @@ while [ "$(now)" -lt "$end" ]; do
 				"$(jnum "$line" pool_exhausted) idle" \
 				"$(jnum "$line" idle)" >>"$tmp/$s.samples"
 	done
+	if [ "$soak_arena" != 0 ]; then
+		if ! kill -0 "$(cat "$tmp/arena.pid")" 2>/dev/null; then
+			violation "ao-arena died at ${t} s:" \
+				"$(tail -n 5 "$tmp/arena.err")"
+			break
+		fi
+		# Outside the pool: ao-arena's own figures.
+		line=$(stats arena) &&
+			echo "$t $(($(jnum "$line" rss_kb) - \
+				$(jnum "$line" pool_rss_kb))) \
+				$(jnum "$line" rss_kb) \
+				$(jnum "$line" pool_rss_kb)" >>"$tmp/arena.rss"
+	fi
 done
 
 for s in $servers; do
 	wait "$(cat "$tmp/$s-load.pid")"
 	echo $? >"$tmp/$s-load.rc"
 done
+if [ "$soak_arena" != 0 ]; then
+	wait "$(cat "$tmp/arena-bots.pid")"
+	echo $? >"$tmp/arena-bots.rc"
+	wait "$(cat "$tmp/arena-stall.pid")"
+fi
 # The loops end by themselves: their runs are cut to the time left (and
 # each run is bounded by its --duration plus its 10 s --timeout).
 for p in $loops; do
@@ -309,28 +390,15 @@ for s in $servers; do
 	echo "  pool        exhausted $(jnum "$line" pool_exhausted) times," \
 		"enobufs $(jnum "$line" enobufs), pauses $(jnum "$line" pauses)"
 
-	# RSS outside the pool's arena after the warm-up and at the end;
-	# the total too, for the record.
-	warm=$(awk -v w="$warm_s" '$1 >= w { if (n < 3 && $2 > m) m = $2;
-		n++ } END { print m + 0 }' "$tmp/$s.rss")
-	last=$(tail -n 3 "$tmp/$s.rss" | awk '$2 > m { m = $2 }
-		END { print m + 0 }')
+	rss_flat "$s" "$tmp/$s.rss"
+	# The total too, for the record.
 	twarm=$(awk -v w="$warm_s" '$1 >= w { if (n < 3 && $3 > m) m = $3;
 		n++ } END { print m + 0 }' "$tmp/$s.rss")
 	tlast=$(tail -n 1 "$tmp/$s.rss" | awk '{ print $3 + 0, $4 + 0 }')
-	lim=$((warm + warm * RSS_TOLERANCE_PCT / 100 + RSS_SLACK_KB))
-	echo "  RSS         outside the pool: ${warm} kB after the warm-up," \
-		"${last} kB at the end (limit ${lim} kB);" \
-		"$(wc -l <"$tmp/$s.rss") samples"
 	echo "              in all: ${twarm} kB after the warm-up," \
 		"$(echo "$tlast" | awk '{ printf "%d kB at the end, of which" \
 		" %d kB", $1, $2 }') the pool arena (at most" \
 		"${arena_size_kb} kB)"
-	if [ "$warm" -le 0 ] || [ "$last" -gt "$lim" ]; then
-		violation "$s: RSS not flat: ${warm} kB -> ${last} kB" \
-			"(t:outside/total: $(awk '{ printf "%s:%s/%s ", $1, $2,
-			$3 }' "$tmp/$s.rss"))"
-	fi
 
 	# The well-behaved load.
 	lj=$(cat "$tmp/$s-load.json")
@@ -371,6 +439,38 @@ for s in $servers; do
 			"$(tail -n 5 "$tmp/$s.err")"
 	fi
 done
+
+if [ "$soak_arena" != 0 ]; then
+	echo "soak: arena"
+	rss_flat arena "$tmp/arena.rss"
+	for b in bots stall; do
+		bj=$(cat "$tmp/arena-$b.json" 2>/dev/null)
+		brc=$(cat "$tmp/arena-$b.rc" 2>/dev/null)
+		echo "  ao-bots     ($b) $(jnum "$bj" connects) connects," \
+			"$(jnum "$bj" reconnects) reconnects, $(jnum "$bj" \
+			snapshots) snapshots, $(jnum "$bj" stall_closed)" \
+			"stalled closed, $(jnum "$bj" failures) failures," \
+			"exit $brc"
+		if [ "$brc" != 0 ] || [ "$(jnum "$bj" failures)" != 0 ]; then
+			violation "arena: ao-bots ($b) exit $brc: $bj" \
+				"$(tail -n 5 "$tmp/arena-$b.err")"
+		fi
+	done
+	pid=$(cat "$tmp/arena.pid")
+	kill -TERM "$pid"
+	wait "$pid"
+	erc=$?
+	final=$(grep '"type":"final"' "$tmp/arena.out" | tail -n 1)
+	echo "  final       players $(jnum "$final" players), pool_in_use" \
+		"$(jnum "$final" pool_in_use), ticks $(jnum "$final" ticks)," \
+		"exit $erc"
+	if [ "$erc" -ne 0 ] || [ "$(jnum "$final" pool_in_use)" != 0 ] ||
+		[ "$(jnum "$final" players)" != 0 ] ||
+		! printf '%s\n' "$final" | grep -q '"consistent":true'; then
+		violation "arena: ao-arena exit $erc, final: $final" \
+			"$(tail -n 5 "$tmp/arena.err")"
+	fi
+fi
 
 if [ "$fail" -ne 0 ]; then
 	echo "soak: FAILED"
