@@ -132,11 +132,13 @@ KBUILD_CFLAGS += $(san-cflags-$(SANITIZE)) -O1
 KBUILD_LDFLAGS += $(san-cflags-$(SANITIZE))
 endif
 
-c_flags = $(KBUILD_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) -MMD -MP -MF $(@:.o=.d)
+c_flags = $(KBUILD_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) \
+	  -MMD -MP -MF $(@:.o=.d)
 ld_flags = -pthread $(KBUILD_LDFLAGS) $(LDFLAGS)
 
 # Anything that changes the command line rebuilds every object.
-flags-sig := $(CC) $(CONFIG_URING) $(KBUILD_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) $(ld_flags)
+flags-sig := $(CC) $(CONFIG_URING) $(KBUILD_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
+	     $(EXTRA_CFLAGS) $(ld_flags)
 flags-file := $(out).aorta-flags
 
 # ---------------------------------------------------------------------------
@@ -247,13 +249,22 @@ check: deps
 check-run: $(test-bins) $(tool-bins)
 ifeq ($(SANITIZE),)
 	$(Q)sh tests/symbols-test.sh "$(out)"
+	$(Q)$(MAKE) mancheck
 	$(Q)$(MAKE) installcheck
 endif
-	$(Q)AO_TOOLS_DIR="$(abspath $(out)tools)" sh tests/run-tests.sh \
-		$(test-bins)
+	$(Q)AO_TOOLS_DIR="$(abspath $(out)tools)" \
+		AO_EXAMPLES_DIR="$(abspath $(out)examples)" \
+		sh tests/run-tests.sh $(test-bins)
 
 installcheck: all
-	$(Q)sh tests/install-test.sh "$(MAKE)" "$(out)"
+	$(Q)AO_TOOLS="$(man-tools)" AO_MAN="$(man-pages:man/%=%)" \
+		sh tests/install-test.sh "$(MAKE)" "$(out)"
+
+# The manual pages: lint, a page per public function and per tool (the
+# tools are listed below, where tool-bins is defined).
+PHONY += mancheck
+mancheck: $(lib-so)
+	$(Q)sh tests/man-test.sh "$(out)" "$(SRCARCH)" "$(man-tools)"
 
 # ---------------------------------------------------------------------------
 # Benchmarks and tools.
@@ -282,24 +293,48 @@ $(baseline-progs): prog-libs = -lm
 $(baseline-progs): %: %.o
 	$(call cmd,ld_prog)
 
-tool-dirs	:= $(filter-out bench plot, $(notdir $(patsubst %/,%, \
+#  - tools/common/ is not a program: its .c files (the client engines, the
+#    histogram, the arena protocol) make the archive libaotools.a that
+#    every tool links, so that tools share code without copying it.
+
+tool-dirs	:= $(filter-out bench plot common, $(notdir $(patsubst %/,%, \
 		   $(sort $(dir $(wildcard tools/*/*.c))))))
 tool-bins	:= $(foreach t,$(tool-dirs),$(out)tools/$(t)/ao-$(t))
+tools-lib-objs	:= $(patsubst %.c,$(out)%.o,$(wildcard tools/common/*.c))
+tools-lib	:= $(out)tools/common/libaotools.a
+
+$(tools-lib): $(tools-lib-objs)
+	$(call cmd,ar)
 
 define tool_rule
 $(out)tools/$(1)/ao-$(1): prog-libs = -lm
 $(out)tools/$(1)/ao-$(1): $(patsubst %.c,$(out)%.o,$(wildcard tools/$(1)/*.c)) \
-			  $(lib-a)
+			  $(tools-lib) $(lib-a)
 	$$(call cmd,ld_prog)
 endef
 $(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
 
 PHONY += tools
 tools: $(tool-bins)
+man-tools := $(notdir $(tool-bins))
 
 # check-run's own rule comes before tool-bins is defined, where it read as
 # empty: the tools it runs are its prerequisites from here.
 check-run: $(tool-bins)
+
+# ---------------------------------------------------------------------------
+# Examples: each examples/<name>.c is a complete program, built into
+# $(out)examples/<name> (tests/test_examples.c runs each for a moment).
+
+example-srcs	:= $(sort $(wildcard examples/*.c))
+example-bins	:= $(patsubst %.c,$(out)%,$(example-srcs))
+
+$(example-bins): $(out)examples/%: $(out)examples/%.o $(lib-a)
+	$(call cmd,ld_prog)
+
+PHONY += examples
+examples: $(example-bins)
+check-run: $(example-bins)
 
 PHONY += bench demo
 # echobench drives ao-echo and ao-load: the tools come with the benchmarks.
@@ -315,6 +350,16 @@ demo: deps
 # The plot of the last demo's latency CSV (needs gnuplot).
 plot:
 	$(Q)sh tools/plot/plot-latency.sh "$(out)demo-latency.csv"
+
+# The game demo: ao-arena under ao-bots (DEMO_GAME_PLAYERS bots for
+# DEMO_GAME_TIME), every snapshot verified, then the latency plot.
+DEMO_GAME_TIME ?= 10s
+DEMO_GAME_PLAYERS ?= 500
+PHONY += demo-game
+demo-game: deps
+	$(Q)$(MAKE) tools
+	$(Q)sh tools/demo-game.sh "$(abspath $(out)tools)" \
+		"$(DEMO_GAME_TIME)" "$(DEMO_GAME_PLAYERS)"
 
 # ---------------------------------------------------------------------------
 # Reliability: fuzzing (clang's libFuzzer), the soak run, the model check.
@@ -335,18 +380,17 @@ verify:
 # ---------------------------------------------------------------------------
 # Dependencies: install the Debian packages that are missing, and only those.
 
-DEPS_PKGS := liburing-dev libcmocka-dev pkg-config
+DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc
 ifneq ($(filter 1 2,$(C)),)
 DEPS_PKGS += sparse
 endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-PHONY += deps
-deps:
-	$(Q)if ! command -v dpkg-query >/dev/null 2>&1; then \
-		echo '  DEPS    not Debian: install $(DEPS_PKGS) yourself'; \
+# $(call install-missing,packages): apt-get install those not installed.
+install-missing = if ! command -v dpkg-query >/dev/null 2>&1; then \
+		echo '  DEPS    not Debian: install $(1) yourself'; \
 		exit 0; fi; \
-	missing=; for p in $(DEPS_PKGS); do \
+	missing=; for p in $(1); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
 			grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
@@ -357,35 +401,65 @@ deps:
 			-y -qq $$missing >/dev/null; \
 	fi
 
+PHONY += deps
+deps:
+	$(Q)$(call install-missing,$(DEPS_PKGS))
+
 # ---------------------------------------------------------------------------
 # Install
 
-includedir := $(PREFIX)/include
-libdir := $(PREFIX)/lib
-pcdir := $(libdir)/pkgconfig
-hdr-roots := arch/include arch/$(SRCARCH)/include sync/include \
-	     core/include io/include $(out)include/generated
+# GNU-style directories; each may be set on the command line
+# (libdir=/usr/lib/x86_64-linux-gnu, say).
+bindir ?= $(PREFIX)/bin
+includedir ?= $(PREFIX)/include
+libdir ?= $(PREFIX)/lib
+pcdir ?= $(libdir)/pkgconfig
+mandir ?= $(PREFIX)/share/man
 
-$(out)aorta.pc: Makefile $(flags-file)
-	@echo '  GEN     $@'
-	@printf 'prefix=$(PREFIX)\nexec_prefix=$${prefix}\n\
-libdir=$${exec_prefix}/lib\nincludedir=$${prefix}/include\n\n\
-Name: aorta\nDescription: game-server runtime: adaptive locks, \
-executors, buffer pool, io_uring front end\nVersion: $(VERSION)\n\
-Cflags: -I$${includedir} -pthread\nLibs: -L$${libdir} -laorta\n\
-Libs.private: $(lib-libs)\n' > $@
+# What install puts where, listed once so that uninstall removes exactly
+# that: headers as root:aorta/path.h, the tools, the manual pages.
+hdr-roots := arch/include arch/$(SRCARCH)/include sync/include \
+	     core/include io/include
+hdr-pairs := $(foreach r,$(hdr-roots),$(foreach h,$(sort $(wildcard \
+	     $(r)/aorta/*.h $(r)/aorta/*/*.h)),$(r):$(h:$(r)/%=%))) \
+	     $(out)include/generated:aorta/config.h
+hdr-installed := $(foreach p,$(hdr-pairs),$(lastword $(subst :, ,$(p))))
+lib-installed := libaorta.a libaorta.so.$(VERSION) \
+		 libaorta.so.$(SOVERSION) libaorta.so
+man-pages := $(sort $(wildcard man/man[1-9]/*.[1-9]))
+
+# aorta.pc says where install puts things, so it is rewritten whenever
+# PREFIX or a directory changes (and only then), not just once per build.
+# A directory under PREFIX is written relative to ${prefix} (or $(2)).
+pc-rel = $(patsubst $(PREFIX)/%,$${$(or $(2),prefix)}/%,$(1))
+define AO_PC_TEXT
+prefix=$(PREFIX)
+exec_prefix=$${prefix}
+libdir=$(call pc-rel,$(libdir),exec_prefix)
+includedir=$(call pc-rel,$(includedir))
+
+Name: aorta
+Description: game-server runtime: adaptive locks, executors, buffer pool, io_uring front end
+Version: $(VERSION)
+Cflags: -I$${includedir} -pthread
+Libs: -L$${libdir} -laorta
+Libs.private: $(lib-libs)
+endef
+export AO_PC_TEXT
+$(out)aorta.pc: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' "$$AO_PC_TEXT" > $@.tmp; \
+	 if cmp -s $@.tmp $@; then rm -f $@.tmp; \
+	 else mv $@.tmp $@; echo '  GEN     $@'; fi
 
 PHONY += install uninstall
-install: all $(out)aorta.pc
+install: all $(tool-bins) $(out)aorta.pc
 	@echo '  INSTALL $(DESTDIR)$(PREFIX)'
 	$(Q)$(INSTALL) -d $(DESTDIR)$(includedir) $(DESTDIR)$(libdir) \
-		$(DESTDIR)$(pcdir)
-	$(Q)for d in $(hdr-roots); do \
-		[ -d $$d/aorta ] || continue; \
-		(cd $$d && find aorta -name '*.h') | while read h; do \
-			$(INSTALL) -D -m 644 $$d/$$h \
-				$(DESTDIR)$(includedir)/$$h; \
-		done; \
+		$(DESTDIR)$(pcdir) $(DESTDIR)$(bindir)
+	$(Q)for p in $(hdr-pairs); do \
+		$(INSTALL) -D -m 644 $${p%%:*}/$${p#*:} \
+			$(DESTDIR)$(includedir)/$${p#*:}; \
 	done
 	$(Q)$(INSTALL) -m 644 $(lib-a) $(DESTDIR)$(libdir)/
 	$(Q)$(INSTALL) -m 755 $(lib-so) $(DESTDIR)$(libdir)/
@@ -393,10 +467,56 @@ install: all $(out)aorta.pc
 		$(DESTDIR)$(libdir)/libaorta.so.$(SOVERSION)
 	$(Q)ln -sf libaorta.so.$(SOVERSION) $(DESTDIR)$(libdir)/libaorta.so
 	$(Q)$(INSTALL) -m 644 $(out)aorta.pc $(DESTDIR)$(pcdir)/
+	$(Q)$(INSTALL) -m 755 $(tool-bins) $(DESTDIR)$(bindir)/
+	$(Q)for m in $(man-pages); do \
+		$(INSTALL) -D -m 644 $$m $(DESTDIR)$(mandir)/$${m#man/}; \
+	done
 
+# Exactly what install put there (and the aorta/ header folders, once
+# empty); nothing else in those folders is touched.
 uninstall:
-	$(Q)rm -rf $(DESTDIR)$(includedir)/aorta
-	$(Q)rm -f $(DESTDIR)$(libdir)/libaorta.* $(DESTDIR)$(pcdir)/aorta.pc
+	@echo '  UNINST  $(DESTDIR)$(PREFIX)'
+	$(Q)rm -f $(addprefix $(DESTDIR)$(includedir)/,$(hdr-installed)) \
+		$(addprefix $(DESTDIR)$(libdir)/,$(lib-installed)) \
+		$(DESTDIR)$(pcdir)/aorta.pc \
+		$(addprefix $(DESTDIR)$(bindir)/,$(notdir $(tool-bins))) \
+		$(addprefix $(DESTDIR)$(mandir)/,$(man-pages:man/%=%))
+	$(Q)if [ -d $(DESTDIR)$(includedir)/aorta ]; then \
+		find $(DESTDIR)$(includedir)/aorta -depth -type d -empty \
+			-delete; fi
+
+# ---------------------------------------------------------------------------
+# Debian packages (debian/): libaorta0, libaorta-dev, aorta-tools.  The
+# tree (tracked and new files, not ignored ones) is copied to
+# $(out)deb/aorta-$(VERSION)/ and dpkg-buildpackage runs there, so the
+# source tree gets nothing; the packages land in $(out)deb/.
+# debcheck installs them into a scratch root (DEB_INSTALL=system: into
+# the system with apt-get, then purges them) and uses them.
+
+DEB_PKGS := dpkg-dev debhelper liburing-dev libcmocka-dev pkg-config
+deb-dir := $(out)deb
+deb-src := $(deb-dir)/aorta-$(VERSION)
+DEB_INSTALL ?= root
+
+quiet_cmd_deb = DPKG    $(deb-src)
+      cmd_deb = rm -rf $(deb-dir); mkdir -p $(deb-src); \
+		{ git ls-files -co --exclude-standard 2>/dev/null || \
+		  find . \( -name .git -o -name 'build*' \) -prune -o \
+			-type f -print; } | \
+		while read f; do [ -f "$$f" ] && echo "$$f"; done | \
+		tar -cf - -T - | tar -xf - -C $(deb-src); \
+		cd $(deb-src) && dpkg-buildpackage -us -uc -b \
+			$(if $(V:0=),,>../build.log 2>&1 || \
+			{ tail -n 40 ../build.log; exit 1; })
+
+PHONY += deb debcheck
+deb:
+	$(Q)$(call install-missing,$(DEB_PKGS))
+	$(call cmd,deb)
+	$(Q)ls $(deb-dir)/*.deb | sed 's/^/  DEB     /'
+
+debcheck: deb
+	$(Q)sh tests/deb-test.sh "$(deb-dir)" "$(DEB_INSTALL)"
 
 # ---------------------------------------------------------------------------
 # Housekeeping
@@ -408,9 +528,9 @@ clean:
 		-not -path './.git/*' -delete 2>/dev/null || true
 	$(Q)rm -f $(lib-a) $(lib-so) $(lib-so-links) $(out)libaorta.map \
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
-		$(baseline-progs) $(tool-bins) \
-		$(out)tests/*.log
-	$(Q)rm -rf $(out)include/generated $(out)tests/install-root
+		$(baseline-progs) $(tool-bins) $(tools-lib) $(example-bins) \
+		$(out)tests/*.log $(out)tests/install-smoke*
+	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir)
 
 distclean: clean
 	$(Q)rm -rf build build-*
@@ -432,21 +552,34 @@ help:
 	@echo '  tests           - build the tests without running them'
 	@echo '  installcheck    - install into a scratch root and build a'
 	@echo '                    program against it with pkg-config'
+	@echo '  mancheck        - lint man/ and check every public function'
+	@echo '                    and tool has a page'
 	@echo '  bench           - build the benchmarks in tools/bench (and'
 	@echo '                    the tools echobench runs)'
 	@echo '  tools           - build the programs in tools/<name>/ (ao-<name>)'
+	@echo '  examples        - build the programs in examples/'
 	@echo '  demo            - the quick-start demo: ao-echo under ao-load'
 	@echo '                    for DEMO_TIME (10s), then the latency plot'
 	@echo '  plot            - render the last demo latency CSV (gnuplot)'
+	@echo '  demo-game       - ao-arena under ao-bots (DEMO_GAME_PLAYERS=500'
+	@echo '                    bots for DEMO_GAME_TIME=10s), verified, and'
+	@echo '                    the input-to-visible latency plot'
 	@echo '  fuzz            - libFuzzer (clang) over the parsers for'
 	@echo '                    FUZZ_TIME seconds (60)'
 	@echo '  soak            - ao-echo under load and misbehaving clients'
 	@echo '                    for SOAK_TIME seconds (600)'
 	@echo '  verify          - model-check the lock and event count (spin)'
 	@echo '  deps            - apt-get install the packages that are missing'
-	@echo '  install         - install headers, libraries, aorta.pc'
-	@echo '                    (PREFIX=$(PREFIX) DESTDIR=)'
+	@echo '  install         - install headers, libraries, aorta.pc, the'
+	@echo '                    tools and the manual pages (PREFIX=$(PREFIX)'
+	@echo '                    DESTDIR=; bindir= libdir= includedir='
+	@echo '                    mandir= pcdir= override one folder)'
 	@echo '  uninstall       - remove what install put there'
+	@echo '  deb             - Debian packages libaorta0, libaorta-dev and'
+	@echo '                    aorta-tools in $(deb-dir)/ (dpkg-buildpackage)'
+	@echo '  debcheck        - build them, install them into a scratch root'
+	@echo '                    (DEB_INSTALL=system: apt-get, then purge),'
+	@echo '                    build and run a program with pkg-config'
 	@echo '  format          - clang-format every C file in place'
 	@echo '  format-check    - fail if a C file is not in the project style'
 	@echo '  clean           - remove build outputs of this variant'
@@ -475,5 +608,6 @@ FORCE:
 
 -include $(lib-objs:.o=.d) $(test-bins:=.d) $(test-helpers:.o=.d) \
 	 $(bench-bins:=.d) $(bench-common:.o=.d) $(baseline-progs:=.d) \
+	 $(example-bins:=.d) \
 	 $(foreach t,$(tool-dirs),$(patsubst %.c,$(out)%.d, \
-	 $(wildcard tools/$(t)/*.c)))
+	 $(wildcard tools/$(t)/*.c))) $(tools-lib-objs:.o=.d)

@@ -117,9 +117,10 @@
  * -----------------------------
  * Every accepted item is counted once as submitted and once as finished,
  * in per-worker counters (only their worker writes them, so the hot path
- * has no shared counter) plus two shared ones for external submitters
- * (the high half of ext_word, and ext_refused for the refusals, which
- * count as finished).
+ * has no shared counter) plus shared ones for external submitters (the
+ * high half of ext_word; ext_refused for the refusals, which count as
+ * finished; ext_done for strand items a thread outside the pool ran,
+ * ao_strand_run_held()).
  * An item is counted submitted before it can be counted finished, so a
  * reader that sums all the finished counters first and then all the
  * submitted ones gets finished <= submitted, with equality only if at some
@@ -145,6 +146,7 @@
 #include <aorta/core/exec.h>
 #include <aorta/sync/eventcount.h>
 #include <aorta/sync/spinlock.h>
+#include "call_priv.h"
 #include "deque.h"
 #include "exec_priv.h"
 #include "timer_priv.h"
@@ -279,6 +281,10 @@ struct ao_exec {
 	struct ao_eventcount room_ec;
 
 	uint64_t ext_refused __ao_cacheline_aligned;
+	/* Accepted items that ran off the pool (a strand turn its submitter
+	 * held, ao_strand_run_held()): finished, like the refusals. */
+	uint64_t ext_done;
+	uint32_t offpool; /* threads in ao__exec_finished_off() */
 	uint64_t rejected;
 	uint64_t notifies;
 
@@ -1139,11 +1145,12 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 				}
 			}
 			/* Timers due, or a precise one about to be: fire
-			 * them here, then spin afresh. */
-			if (tm && ao__timers_idle(tm)) {
-				w->spin_fails = 0;
-				end = ao_cycles() + budget;
-			}
+			 * them here.  The spin goes on as it was: a wake-up
+			 * for a deadline is not a sign that work follows
+			 * (a full spin after each cost 20 us of CPU per
+			 * expiry, 2-3x the expiry's own cost). */
+			if (tm)
+				ao__timers_idle(tm);
 			before = now;
 			yielded = spin_pause(ex, now >= relax_end, &pauses);
 			now = ao_cycles();
@@ -1494,6 +1501,36 @@ int ao_exec_try_submit(struct ao_exec *ex, struct ao_work *work)
 	return submit(ex, work, true);
 }
 
+/* ---- calls (core/call.c), with the item taken inline ---- */
+
+static __ao_always_inline int exec_call(struct ao_exec *ex, ao_call_fn fn,
+					void *arg, bool try)
+{
+	struct ao__call_item *x;
+	int r;
+
+	if (unlikely(!fn))
+		return -EINVAL;
+	x = ao__call_item(fn, arg);
+	if (unlikely(!x))
+		return -ENOMEM;
+	r = submit(ex, &x->work, try); /* -EINVAL for a NULL ex */
+	/* Refused: neither queued nor run, so the item is still ours. */
+	if (unlikely(r))
+		ao__call_refused(x);
+	return r;
+}
+
+int ao_exec_call(struct ao_exec *ex, ao_call_fn fn, void *arg)
+{
+	return exec_call(ex, fn, arg, false);
+}
+
+int ao_exec_try_call(struct ao_exec *ex, ao_call_fn fn, void *arg)
+{
+	return exec_call(ex, fn, arg, true);
+}
+
 bool ao_exec_run_one(struct ao_exec *ex)
 {
 	struct ao_worker *w = worker_of(ex);
@@ -1548,33 +1585,81 @@ void ao__exec_started(struct ao_exec *ex)
 {
 	struct ao_worker *w = worker_of(ex);
 
-	if (w)
+	if (w) {
 		item_started(w);
+		return;
+	}
+	/* Off the pool (a held strand turn): its slot goes back now, as a
+	 * worker's credit would. */
+	if (ex->capacity)
+		room_give(ex, 1);
 }
 
-void ao__exec_finished(struct ao_exec *ex)
+bool ao__exec_finished(struct ao_exec *ex)
 {
 	struct ao_worker *w = worker_of(ex);
 
 	if (!w)
-		return;
+		return false; /* the caller counts it: ao__exec_finished_off() */
 	/* RELEASE: as in run_item(). */
 	__atomic_store_n(&w->done, w->done + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+void ao__exec_finished_off(struct ao_exec *ex, unsigned int n)
+{
+	/*
+	 * Once the drain that destroy makes sees our count, destroy may free
+	 * ex, and we still have the drainers to notify: offpool keeps it.
+	 * All SEQ_CST: our increment of offpool precedes our ext_done RMW,
+	 * which precedes the drain's SEQ_CST load of ext_done
+	 * (exec_quiescent()), which precedes destroy's SEQ_CST load of
+	 * offpool, so destroy sees us in and waits for the RELEASE
+	 * decrement, our last access to ex.  The items' effects come before
+	 * the ext_done RMW, which pairs with exec_quiescent()'s load.
+	 */
+	if (!n)
+		return;
+	__atomic_fetch_add(&ex->offpool, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&ex->ext_done, n, __ATOMIC_SEQ_CST);
+	notify_drainers(ex);
+	__atomic_fetch_sub(&ex->offpool, 1, __ATOMIC_RELEASE);
 }
 
 bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
 			  void *arg)
 {
 	struct ao_worker *w = worker_of(ex);
+	struct ao_timers *tm;
+	int64_t timeout = -1;
+	uint64_t token = 0;
 	uint32_t key;
 
 	if (!w)
 		return false;
 	flush_credit(w);
+	/* A worker waiting for a group is still a worker: due timers run
+	 * here, and it may be the one that sleeps until the next deadline
+	 * (as in park()). */
+	tm = ao__exec_timers(ex);
+	if (tm && ao__timers_idle(tm))
+		return true; /* the caller re-checks its condition */
 	/* cond() pairs with its own notifier, which calls
 	 * ao__exec_wake_all() after making it true. */
 	if (park_prepare(w, cond, arg, &key)) {
-		park_finish(w, key, -1);
+		if (tm) {
+			timeout = ao__timers_sleep_begin(tm, &token);
+			if (!timeout) {
+				__atomic_fetch_sub(&ex->nsleeping, 1,
+						   __ATOMIC_RELAXED);
+				ao_ec_cancel(&ex->idle_ec);
+				park_called_off(ex);
+				return true;
+			}
+		}
+		park_finish(w, key, timeout);
+		if (tm)
+			ao__timers_sleep_end(tm, token);
 		__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
 	} else {
 		park_called_off(ex);
@@ -1634,6 +1719,7 @@ static bool exec_quiescent(struct ao_exec *ex)
 	 * ao__exec_finished(); the SEQ_CST loads with the SEQ_CST RMWs in
 	 * accept_external() and refuse_external() (and see ext_entered()). */
 	done = __atomic_load_n(&ex->ext_refused, __ATOMIC_SEQ_CST);
+	done += __atomic_load_n(&ex->ext_done, __ATOMIC_SEQ_CST);
 	for (unsigned int i = 0; i < ex->nworkers; i++)
 		done += __atomic_load_n(&ex->workers[i].done, __ATOMIC_ACQUIRE);
 	sub = ext_entered(ex, &left);
@@ -1722,9 +1808,11 @@ int ao_exec_destroy(struct ao_exec *ex)
 		uint64_t left;
 
 		/* Equal counts: every call counted in has left.  ACQUIRE on
-		 * drainers pairs with the RELEASE at the end of a drain. */
+		 * drainers pairs with the RELEASE at the end of a drain; the
+		 * load of offpool: see ao__exec_finished_off(). */
 		if (ext_entered(ex, &left) == left &&
-		    !__atomic_load_n(&ex->drainers, __ATOMIC_ACQUIRE))
+		    !__atomic_load_n(&ex->drainers, __ATOMIC_ACQUIRE) &&
+		    !__atomic_load_n(&ex->offpool, __ATOMIC_SEQ_CST))
 			break;
 		sched_yield();
 	}
@@ -1889,6 +1977,7 @@ int ao_exec_stats(const struct ao_exec *ex, struct ao_exec_stats *st)
 	st->notifies = LOAD(ex->notifies);
 	/* Accepted, not started: rings, the queue and its inbox. */
 	st->queued = sub + ext;
+	taken += LOAD(ex->ext_done); /* started off the pool */
 	st->queued = st->queued > taken ? st->queued - taken : 0;
 	st->workers = ex->nworkers;
 	return 0;

@@ -19,10 +19,14 @@ int ao__exec_reserve(struct ao_exec *ex, bool blocking);
 /* Queue w, which may not be refused: allowed while some accepted item is
  * still pending (so the executor cannot have finished shutting down). */
 void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *w);
-/* On a worker: an item accepted with ao__exec_reserve() starts now. */
+/* An item accepted with ao__exec_reserve() starts now (on a worker, or
+ * off the pool: a held strand turn). */
 void ao__exec_started(struct ao_exec *ex);
-/* On a worker: an item accepted with ao__exec_reserve() has run. */
-void ao__exec_finished(struct ao_exec *ex);
+/* An item accepted with ao__exec_reserve() has run: counted and true on a
+ * worker; false off the pool, where the caller counts such items with
+ * ao__exec_finished_off() once it has run them (n at a time). */
+bool ao__exec_finished(struct ao_exec *ex);
+void ao__exec_finished_off(struct ao_exec *ex, unsigned int n);
 /* On a worker of ex, park until woken or cond(arg) holds; false if the
  * caller is not one of ex's workers. */
 bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),

@@ -23,6 +23,19 @@
  * on its way out if work arrived meanwhile.  Timers are not items: they
  * take no capacity slot and are not counted by drain.
  *
+ * Held turns.  ao_strand_submit_hold() queues an item as a submit does,
+ * but when nobody has the strand it does not queue the carrier: it sets
+ * running and hands the turn to the caller, who runs it later on its own
+ * thread with ao_strand_run_held() (the io layer's ring, so that a
+ * packet's handler runs without waking a worker: see io/server.c).  Until
+ * then the strand is as if a worker ran it: other submits only append, a
+ * fired timer waits for the holder, the carrier is not queued, the strand
+ * is not idle.  ao_strand_run_held() runs up to max items (fired timers
+ * first, as a turn does; max 0 runs nothing) and ends as a turn ends:
+ * work left queues the carrier, so giving a turn up costs what the submit
+ * would have.  The holder may be any thread; items it runs off the pool
+ * are counted as started and finished all the same (ao__exec_started()).
+ *
  * Accounting: each item is accepted by the executor on submission
  * (ao__exec_reserve(): counted, a capacity slot taken, -ESHUTDOWN after
  * shutdown) and counted finished when it has run; the carrier is queued
@@ -125,24 +138,19 @@ static void run_end(struct ao_strand *s)
 		ao__exec_push_forced(s->exec, &s->run);
 }
 
-static void strand_turn(struct ao_work *run)
+/*
+ * Under the lock, as the runner: run up to max items, fired timers first
+ * (they do not count).  Returns with the lock held, and the items run;
+ * *off gets those of them that ran off the pool, for the caller to count
+ * finished (ao__exec_finished_off()).
+ */
+static unsigned int run_items(struct ao_strand *s, unsigned int max,
+			      unsigned int *off)
 {
-	struct ao_strand *s = container_of(run, struct ao_strand, run);
 	struct ao_exec *ex = s->exec;
-	struct ao_strand *outer = cur_strand;
-	unsigned int batch = READ_ONCE(s->batch);
+	unsigned int n = 0;
 
-	ao_spin_lock(&s->lock);
-	s->queued = false;
-	if (s->running) {
-		/* A timer's runner has the strand; it re-queues us on its
-		 * way out if work is left. */
-		ao_spin_unlock(&s->lock);
-		return;
-	}
-	s->running = true;
-	cur_strand = s;
-	for (unsigned int n = 0; n < batch;) {
+	while (n < max) {
 		struct ao_timer *t = timer_pop(s);
 		struct ao_work *w;
 
@@ -163,17 +171,44 @@ static void strand_turn(struct ao_work *run)
 		w->fn(w);
 		/* Only the runner writes executed, and runs are serial. */
 		WRITE_ONCE(s->executed, s->executed + 1);
-		ao__exec_finished(ex);
+		if (!ao__exec_finished(ex))
+			(*off)++;
 		n++;
 		ao_spin_lock(&s->lock);
 	}
+	return n;
+}
+
+static void strand_turn(struct ao_work *run)
+{
+	struct ao_strand *s = container_of(run, struct ao_strand, run);
+	struct ao_strand *outer = cur_strand;
+	unsigned int off = 0; /* on a worker: stays 0 */
+
+	ao_spin_lock(&s->lock);
+	s->queued = false;
+	if (s->running) {
+		/* A timer's runner or a held turn has the strand; it
+		 * re-queues us on its way out if work is left. */
+		ao_spin_unlock(&s->lock);
+		return;
+	}
+	s->running = true;
+	cur_strand = s;
+	run_items(s, READ_ONCE(s->batch), &off);
 	/* Batch used up (or nothing left): the rest waits its turn behind
 	 * other work. */
 	cur_strand = outer;
 	run_end(s);
 }
 
-static int strand_submit(struct ao_strand *s, struct ao_work *w, bool blocking)
+/*
+ * Queue w.  If nobody has the strand, the turn is queued on the executor,
+ * or, with hold, taken by the caller instead (returns 1: see "Held
+ * turns" above).
+ */
+static int strand_submit(struct ao_strand *s, struct ao_work *w, bool blocking,
+			 bool hold)
 {
 	bool start;
 	int r;
@@ -192,6 +227,11 @@ static int strand_submit(struct ao_strand *s, struct ao_work *w, bool blocking)
 	s->tail = w;
 	WRITE_ONCE(s->submitted, s->submitted + 1);
 	start = !s->queued && !s->running;
+	if (start && hold) {
+		s->running = true;
+		ao_spin_unlock(&s->lock);
+		return 1;
+	}
 	if (start)
 		s->queued = true;
 	ao_spin_unlock(&s->lock);
@@ -204,12 +244,37 @@ int ao_strand_submit(struct ao_strand *s, struct ao_work *work)
 {
 	if (!s || !s->exec)
 		return -EINVAL;
-	return strand_submit(s, work, ao__exec_blocking(s->exec));
+	return strand_submit(s, work, ao__exec_blocking(s->exec), false);
 }
 
 int ao_strand_try_submit(struct ao_strand *s, struct ao_work *work)
 {
-	return strand_submit(s, work, false);
+	return strand_submit(s, work, false, false);
+}
+
+int ao_strand_submit_hold(struct ao_strand *s, struct ao_work *work)
+{
+	if (!s || !s->exec)
+		return -EINVAL;
+	return strand_submit(s, work, ao__exec_blocking(s->exec), true);
+}
+
+unsigned int ao_strand_run_held(struct ao_strand *s, unsigned int max)
+{
+	struct ao_strand *outer = cur_strand;
+	struct ao_exec *ex = s->exec;
+	unsigned int n, off = 0;
+
+	ao_spin_lock(&s->lock);
+	cur_strand = s;
+	n = run_items(s, max, &off);
+	cur_strand = outer;
+	run_end(s);
+	/* Off the pool: counted finished once per run, not per item (three
+	 * atomic operations and a fence).  After run_end(): s may be reused
+	 * by now, but ex is kept until they are counted (drain waits). */
+	ao__exec_finished_off(ex, off);
+	return n;
 }
 
 /* ---- timers (core/timer.c) ---- */

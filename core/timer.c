@@ -179,6 +179,10 @@ struct tw_shard {
 	uint64_t pace[LEVELS]; /* a big slot's next chunk, at or after */
 	uint64_t occ[LEVELS][2]; /* occupied slots */
 	struct ao_timer *slot[LEVELS][SLOTS];
+	/* Levels 1 and up: timers put into each slot and not moved out yet
+	 * (cancels do not know their slot: an upper bound, exact again when
+	 * the slot empties).  Paces a big slot's chunks. */
+	uint32_t cnt[LEVELS][SLOTS];
 
 	/* Read by every worker that checks the clock: a line of its own. */
 	uint64_t next_pub __ao_cacheline_aligned;
@@ -288,7 +292,7 @@ static inline uint64_t next_enc(uint64_t time, bool precise)
 {
 	if (time >= NO_TIME >> 1)
 		return NO_TIME;
-	return time << 1 | !precise;
+	return time << 1 | (precise ? 0 : 1);
 }
 
 static inline uint64_t ts_clock(const struct ao_timers *ts)
@@ -616,23 +620,35 @@ static void shard_next(struct tw_shard *sh)
 
 static inline void wheel_add(struct tw_shard *sh, struct ao_timer *t)
 {
-	uint64_t x = expires_of(t), e = sh->elapsed, g;
-	unsigned int lvl = 0, s = GRAN_SHIFT;
+	uint64_t x = expires_of(t), e = sh->elapsed, g, d;
+	unsigned int lvl = 0, s;
 
 	if (x < e)
 		x = e;
-	/* The lowest level whose window (the current and the next granule
-	 * of the level above) holds x. */
-	while (lvl < LEVELS - 1 &&
-	       (x >> (s + LVL_BITS)) - (e >> (s + LVL_BITS)) > 1) {
-		lvl++;
-		s += LVL_BITS;
+	/*
+	 * The lowest level whose window (the current and the next granule
+	 * of the level above) holds x: the first lvl with d(lvl) <= 1,
+	 * where d(lvl) = (x >> s(lvl + 1)) - (e >> s(lvl + 1)).  d(lvl) is
+	 * d(0) >> 6 lvl, or one more (the floors): so with m the top bit
+	 * of d(0) > 1, level m / 6 + 1 always fits and m / 6 may.
+	 */
+	d = (x >> (GRAN_SHIFT + LVL_BITS)) - (e >> (GRAN_SHIFT + LVL_BITS));
+	if (d > 1) {
+		lvl = (63u - (unsigned int)__builtin_clzll(d)) / LVL_BITS;
+		s = lvl_shift(lvl) + LVL_BITS;
+		if ((x >> s) - (e >> s) > 1)
+			lvl++;
+		if (lvl > LEVELS - 1)
+			lvl = LEVELS - 1;
 	}
+	s = lvl_shift(lvl);
 	g = x >> s;
 	if (g - (e >> s) >= SLOTS) /* beyond the top level: its last slot */
 		g = (e >> s) + SLOTS - 1;
 	list_add(&sh->slot[lvl][g & SLOT_MASK], t);
 	sh->occ[lvl][(g >> 6) & 1] |= 1ull << (g & 63);
+	if (lvl)
+		sh->cnt[lvl][g & SLOT_MASK]++;
 	lvl_note(sh, lvl, g, expires_of(t), is_precise(t));
 }
 
@@ -754,6 +770,7 @@ static unsigned int cascade_slot(struct tw_shard *sh, unsigned int lvl,
 	struct tw_lvl *v = &sh->lvl[lvl];
 	uint64_t g = v->g, due = g << lvl_shift(lvl);
 	struct ao_timer **head = &sh->slot[lvl][g & SLOT_MASK];
+	uint32_t *cnt = &sh->cnt[lvl][g & SLOT_MASK];
 	struct ao_timer *chunk = NULL;
 	bool lazy = v->n <= LAZY_MAX;
 
@@ -764,6 +781,8 @@ static unsigned int cascade_slot(struct tw_shard *sh, unsigned int lvl,
 		list_del(sh, t);
 		t->next = chunk;
 		chunk = t;
+		if (*cnt)
+			(*cnt)--;
 		if (budget)
 			budget--;
 	}
@@ -777,12 +796,15 @@ static unsigned int cascade_slot(struct tw_shard *sh, unsigned int lvl,
 	if (!*head) {
 		sh->occ[lvl][(g >> 6) & 1] &= ~(1ull << (g & 63));
 		sh->pace[lvl] = 0;
+		*cnt = 0;
 	} else {
-		/* A big slot: the next chunk an eighth of the time left
-		 * from now, at least a granule later. */
+		/* A big slot: the chunks left spread evenly over the time
+		 * left (cnt is at least the timers left), so that the slot
+		 * is moved by its due time without a burst at the end. */
 		uint64_t left = due > now ? due - now : 0;
+		uint64_t chunks = *cnt / POLL_BUDGET + 1;
 
-		sh->pace[lvl] = now + umax(left >> 3, 1ull << GRAN_SHIFT);
+		sh->pace[lvl] = now + left / (chunks + 1);
 	}
 	return budget;
 }
@@ -1571,6 +1593,7 @@ static uint64_t shard_drop(struct tw_shard *sh)
 							TS_RUN_STOP :
 							TS_IDLE);
 			}
+			sh->cnt[l][i] = 0;
 		}
 		sh->occ[l][0] = sh->occ[l][1] = 0;
 	}
@@ -1646,6 +1669,32 @@ int ao_timers_advance(struct ao_timers *ts, uint64_t ns)
 	now = __atomic_add_fetch(&ts->test_now, ns, __ATOMIC_RELEASE);
 	while (ts_poll(ts, now, false))
 		;
+	return 0;
+}
+
+int ao_timers_stats_reset(struct ao_timers *ts)
+{
+	if (!ts)
+		return -EINVAL;
+	for (unsigned int i = 0; i < ts->nshards; i++) {
+		struct tw_shard *sh = &ts->shards[i];
+
+		/* The shard lock orders us with the counters written under
+		 * it; the others are atomic. */
+		tw_lock(&sh->lock);
+		__atomic_store_n(&sh->armed, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&sh->cancelled, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&sh->polls, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&sh->step_max_ns, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&sh->fired, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&sh->skipped, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&sh->late_max, 0, __ATOMIC_RELAXED);
+		for (unsigned int b = 0; b < HBUCKETS; b++)
+			__atomic_store_n(&sh->hist[b], 0, __ATOMIC_RELAXED);
+		tw_unlock(&sh->lock);
+	}
+	__atomic_store_n(&ts->sleeps, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ts->spins, 0, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <aorta/clock.h>
 #include <aorta/io/conn.h>
 #include "io_priv.h"
 
@@ -115,8 +116,9 @@ static void drain_one(struct io_ring *r, struct ao_conn *c, uint32_t bits)
 	}
 	if (bits & MB_CLOSE)
 		io_conn_close_graceful(c, AO_CLOSE_LOCAL,
-				       io_now() + r->srv->cfg.drain_timeout_ms *
-							  1000000ull);
+				       io_deadline_now(r->srv) +
+					       r->srv->cfg.drain_timeout_ms *
+						       1000000ull);
 	if ((bits & MB_SEND) && c->state < CONN_CLOSING)
 		r->be->send_kick(r, c);
 	if (bits & MB_TIMER)
@@ -183,6 +185,60 @@ void io_ring_reap(struct io_ring *r)
 }
 
 /* ---- handlers, on the strand ---- */
+
+/*
+ * Queue w on c's strand.  AO_SERVER_RING_ASSIST: if nobody has the
+ * strand, the ring takes its turn (ao_strand_submit_hold()) and runs it
+ * after this batch of events (io_ring_run_turns()), instead of waking a
+ * worker for it.  Ring thread only.
+ */
+static int conn_submit(struct ao_conn *c, struct ao_work *w)
+{
+	struct io_ring *r = c->ring;
+	int err;
+
+	if (!r->assist || c->no_assist)
+		return ao_strand_submit(&c->strand, w);
+	err = ao_strand_submit_hold(&c->strand, w);
+	if (err <= 0)
+		return err;
+	/* No reference: the items queued hold theirs, and the strand is not
+	 * idle (so not freed) until the turn is run or given up. */
+	c->turn_next = NULL;
+	*r->turns_tail = c;
+	r->turns_tail = &c->turn_next;
+	return 0;
+}
+
+void io_ring_run_turns(struct io_ring *r)
+{
+	uint64_t start = 0, now = 0;
+	struct ao_conn *c;
+
+	if (!r->turns)
+		return;
+	start = now = ao_cycles();
+	/* A handler may make more (a close that queues on_close). */
+	while ((c = r->turns)) {
+		uint64_t t0 = now;
+
+		r->turns = c->turn_next;
+		if (!r->turns)
+			r->turns_tail = &r->turns;
+		c->turn_next = NULL;
+		if (now - start >= r->assist_budget) {
+			/* Over the budget: the workers get the rest (the
+			 * strand queues its turn as a submit would have). */
+			ao_strand_run_held(&c->strand, 0);
+			continue;
+		}
+		/* c stays allocated: only this thread frees, in reap. */
+		ao_strand_run_held(&c->strand, READ_ONCE(c->strand.batch));
+		now = ao_cycles();
+		if (now - t0 > r->assist_slow)
+			c->no_assist = true;
+	}
+}
 
 static void open_run(struct ao_work *w)
 {
@@ -307,7 +363,7 @@ static int conn_emit(void *arg, struct ao_buf *pkt)
 	pw->c = ao_conn_get(c);
 	pw->pkt = pkt;
 	__atomic_fetch_add(&c->backlog, 1, __ATOMIC_SEQ_CST);
-	err = ao_strand_submit(&c->strand, &pw->work);
+	err = conn_submit(c, &pw->work);
 	if (err < 0) {
 		__atomic_fetch_sub(&c->backlog, 1, __ATOMIC_SEQ_CST);
 		ao_buf_put(pkt);
@@ -473,8 +529,9 @@ void io_conn_eof(struct ao_conn *c)
 	}
 	/* Packets already received still run and their replies go out. */
 	io_conn_close_graceful(c, AO_CLOSE_EOF,
-			       io_now() + c->srv->cfg.drain_timeout_ms *
-						  1000000ull);
+			       io_deadline_now(c->srv) +
+				       c->srv->cfg.drain_timeout_ms *
+					       1000000ull);
 }
 
 void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
@@ -636,7 +693,7 @@ void io_conn_finish(struct ao_conn *c)
 		close_run(&c->close_work);
 		return;
 	}
-	err = ao_strand_submit(&c->strand, &c->close_work);
+	err = conn_submit(c, &c->close_work);
 	if (err < 0)
 		close_run(&c->close_work);
 }
@@ -654,7 +711,7 @@ static void conn_timer_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 void io_conn_timer(struct ao_conn *c)
 {
 	uint64_t idle = c->srv->cfg.idle_timeout_ms * 1000000ull;
-	uint64_t now = io_now();
+	uint64_t now = io_deadline_now(c->srv);
 
 	if (c->state == CONN_DRAINING) {
 		if (now >= c->deadline_ns)
@@ -681,7 +738,7 @@ void io_conn_timer(struct ao_conn *c)
 /* ---- creation ---- */
 
 struct ao_conn *io_conn_new(struct io_ring *r, int fd,
-			    const struct sockaddr_in *peer)
+			    const union io_addr *peer, socklen_t peer_len)
 {
 	struct ao_server *srv = r->srv;
 	struct ao_conn *c = aligned_alloc(AO_CACHELINE_SIZE, sizeof(*c));
@@ -697,11 +754,13 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 	c->ring = r;
 	c->fd = fd;
 	c->id = __atomic_add_fetch(&srv->next_id, 1, __ATOMIC_RELAXED);
-	if (peer)
-		c->peer = *peer;
+	if (peer && peer_len && peer_len <= sizeof(c->peer)) {
+		memcpy(&c->peer, peer, peer_len);
+		c->peer_len = peer_len;
+	}
 	c->state = CONN_OPEN;
 	c->held_tail = &c->held;
-	c->last_rx_ns = io_now();
+	c->last_rx_ns = io_deadline_now(srv);
 	ao_timer_init(&c->timer, srv->timers, conn_timer_fn);
 	if (srv->cfg.idle_timeout_ms)
 		ao_timer_arm_at(&c->timer,
@@ -728,7 +787,7 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 	/* on_open first on the strand, before any packet. */
 	ao_work_init(&c->open_work, open_run);
 	ao_conn_get(c);
-	if (ao_strand_submit(&c->strand, &c->open_work) < 0)
+	if (conn_submit(c, &c->open_work) < 0)
 		open_run(&c->open_work);
 	return c;
 }
@@ -963,6 +1022,14 @@ int ao_conn_close(struct ao_conn *c)
 	return 0;
 }
 
+int ao_conn_close_slow(struct ao_conn *c)
+{
+	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+		return -ENOTCONN;
+	post(c, MB_SLOW);
+	return 0;
+}
+
 bool ao_conn_is_open(const struct ao_conn *c)
 {
 	return !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE);
@@ -983,9 +1050,30 @@ unsigned int ao_conn_ring(const struct ao_conn *c)
 	return c->ring->index;
 }
 
+int ao_conn_peer_addr(const struct ao_conn *c, struct sockaddr *sa,
+		      socklen_t *len)
+{
+	if (!c || !sa || !len)
+		return -EINVAL;
+	memcpy(sa, &c->peer, *len < c->peer_len ? *len : c->peer_len);
+	*len = c->peer_len;
+	return 0;
+}
+
 void ao_conn_peer(const struct ao_conn *c, struct sockaddr_in *sa)
 {
-	*sa = c->peer;
+	const struct in6_addr *a6 = &c->peer.in6.sin6_addr;
+
+	memset(sa, 0, sizeof(*sa));
+	if (c->peer.sa.sa_family == AF_INET) {
+		*sa = c->peer.in;
+	} else if (c->peer.sa.sa_family == AF_INET6 &&
+		   IN6_IS_ADDR_V4MAPPED(a6)) {
+		/* An IPv4 client of a dual-stack ("::") listener. */
+		sa->sin_family = AF_INET;
+		sa->sin_port = c->peer.in6.sin6_port;
+		memcpy(&sa->sin_addr, &a6->s6_addr[12], 4);
+	}
 }
 
 size_t ao_conn_send_queued(struct ao_conn *c)

@@ -29,6 +29,12 @@
 #define IO_EMFILE_BACKOFF_NS 10000000ull /* accept retry after EMFILE */
 #define IO_STARVED_POLL_NS 1000000ull /* retry starved work this often */
 #define IO_STOP_GRACE_NS 1000000000ull /* after the drain, for on_close */
+/* AO_SERVER_RING_ASSIST (see "Ring assist" in io/server.c): handler time
+ * the ring spends per loop on the turns it holds before it hands the rest
+ * to the workers, and a turn that takes longer than IO_ASSIST_SLOW_NS
+ * sends its connection's later turns to the workers for good. */
+#define IO_ASSIST_BUDGET_NS 250000ull
+#define IO_ASSIST_SLOW_NS 1000000ull
 
 /* Mailbox bits (conn->mb_flags): what other threads ask the ring to do. */
 #define MB_QUEUED 0x01u /* on the ring's mailbox stack */
@@ -76,6 +82,13 @@ struct pkt_work {
 
 struct io_ring;
 
+/* A socket address of either family: the listener's, a peer's. */
+union io_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
 struct ao_conn {
 	/* Shared between threads. */
 	uint32_t refs; /* atomic */
@@ -108,7 +121,8 @@ struct ao_conn {
 	uint64_t id;
 	struct io_ring *ring;
 	struct ao_server *srv;
-	struct sockaddr_in peer;
+	union io_addr peer;
+	socklen_t peer_len; /* 0: unknown */
 
 	/* Ring thread only. */
 	int fd;
@@ -119,6 +133,8 @@ struct ao_conn {
 	bool graceful; /* closing after a complete drain: end with a FIN */
 	bool kick_queued; /* on the ring's kick list */
 	struct ao_conn *kick_next; /* kick list link */
+	bool no_assist; /* a slow turn: its turns go to the workers */
+	struct ao_conn *turn_next; /* the ring's list of held turns */
 	struct held_rx *held, **held_tail; /* input waiting for buffers */
 	struct ao_framer framer;
 	struct ao_conn *next, *prev; /* the ring's list of live sockets */
@@ -157,6 +173,12 @@ struct io_ring {
 	struct ao_conn *conns; /* live sockets */
 	struct ao_conn *reap; /* refs gone; freed once the strand is idle */
 	struct ao_conn *kicks; /* sends queued on this thread, to start */
+	/* Strand turns this ring took (AO_SERVER_RING_ASSIST), oldest
+	 * first; assist: the loop runs, so it may take them. */
+	struct ao_conn *turns, **turns_tail;
+	bool assist;
+	uint64_t assist_budget; /* IO_ASSIST_BUDGET_NS in cycles */
+	uint64_t assist_slow; /* IO_ASSIST_SLOW_NS in cycles */
 	uint32_t nalive; /* conns allocated on this ring and not freed */
 	uint32_t nheld; /* conns with held input */
 	uint32_t nnobufs; /* conns with rx_nobufs */
@@ -212,9 +234,12 @@ struct ao_server {
 	const struct io_backend *be;
 	enum ao_io_backend backend;
 	unsigned int ring_flags; /* uring setup flags in use */
+	union io_addr addr; /* cfg.address, parsed (port 0) */
+	socklen_t addr_len;
 	uint16_t port;
 	bool started;
 	bool ring_handlers; /* AO_SERVER_RING_HANDLERS */
+	bool ring_assist; /* AO_SERVER_RING_ASSIST (not with the above) */
 	uint32_t stopping; /* atomic */
 	uint32_t nconns; /* atomic, relaxed: a count for max_conns only */
 	uint64_t next_id; /* atomic */
@@ -237,7 +262,7 @@ struct io_ring *io_current_ring(void);
 
 /* conn.c: connection objects and the paths shared by the backends. */
 struct ao_conn *io_conn_new(struct io_ring *r, int fd,
-			    const struct sockaddr_in *peer);
+			    const union io_addr *peer, socklen_t peer_len);
 /* Input from the socket: frame it and queue the packets.  Returns true if
  * the connection kept a reference on buf (the caller must not reuse it). */
 bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len);
@@ -280,6 +305,8 @@ void io_conn_free(struct ao_conn *c);
 void io_ring_flush_kicks(struct io_ring *r);
 /* The ring is going away: forget the kick list. */
 void io_ring_drop_kicks(struct io_ring *r);
+/* Run (or hand to the workers) the strand turns the ring holds. */
+void io_ring_run_turns(struct io_ring *r);
 
 /* server.c: accepting, shared by the backends. */
 void io_ring_accepted(struct io_ring *r, int fd);
@@ -289,10 +316,17 @@ bool io_ring_accept_error(struct io_ring *r, int err);
 void io_ring_wake(struct io_ring *r);
 /* CLOCK_MONOTONIC in ns. */
 uint64_t io_now(void);
-/* Read the clock into r->now_ns (the backends, after each wait). */
+/* The clock of the connections' deadlines (idle, drain): their timer
+ * service's, which may be a test clock. */
+static inline uint64_t io_deadline_now(const struct ao_server *srv)
+{
+	return ao_timers_now(srv->timers);
+}
+/* Read the deadline clock into r->now_ns (the backends, after each wait:
+ * what a receive stamps in last_rx_ns). */
 static inline void io_ring_clock(struct io_ring *r)
 {
-	r->now_ns = io_now();
+	r->now_ns = io_deadline_now(r->srv);
 }
 
 #endif /* AORTA_IO_PRIV_H */

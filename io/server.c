@@ -112,6 +112,35 @@
  * A failing on_packet makes the emit fail, and the ring closes the
  * connection (AO_CLOSE_PROTOCOL) once the framer has returned.
  *
+ * Ring assist (AO_SERVER_RING_ASSIST).  With the handlers on the workers,
+ * each packet costs two hops: the ring queues the strand's turn and wakes
+ * a parked worker (a futex wake), and the worker's send posts to the
+ * mailbox and wakes the ring (an eventfd write).  Where the ring and the
+ * workers share CPUs, each hop is also a context switch: echobench's
+ * server, pinned to one CPU, made 0.7-1.1 switches and 0.8-1.1 system
+ * calls per request (epoll: 1.1 and 3-4) against 0.01 and 0.04-0.15 with
+ * ring handlers, and spent 1.2-1.65x their CPU per request.  So with the
+ * flag, the ring submits with ao_strand_submit_hold(): a strand nobody
+ * runs is not queued on the executor but taken by the ring, listed on
+ * r->turns, and run by io_ring_run_turns() after the batch of events,
+ * before the kicks are flushed and before the ring waits (a turn is never
+ * held across a wait).  The strand keeps every guarantee, as it does for
+ * a timer's runner: order, one item at a time, on_open first and on_close
+ * last, the backlog counted and resumed as before (the items are the same
+ * pkt_work).  A handler on the ring sends through the kick list, with no
+ * mailbox and no eventfd, and its MB_RESUME or close is a post to itself,
+ * which wakes nothing.  A strand already queued or running (a worker has
+ * it) only gets the item appended, as before.  Bounds: the ring runs
+ * turns for at most IO_ASSIST_BUDGET_NS of each loop, and gives the rest
+ * up with ao_strand_run_held(s, 0), which queues them on the executor as
+ * the submit would have; a turn that took more than IO_ASSIST_SLOW_NS
+ * sets conn->no_assist, after which that connection's turns always go to
+ * the workers.  A handler that blocks is not preempted: it holds up the
+ * ring once per connection, which is why the flag is the user's to set.
+ * It applies whatever the workers are doing: parked, a wake-up and two
+ * switches cost more than a short handler; busy, the ring is one more
+ * thread running turns; the budget is what leaves the rest to them.
+ *
  * Connection lifetime.  A conn is reference counted: the ring holds one
  * from accept until on_close has run, each queued packet and mailbox entry
  * holds one, users may take more.  Closing is in three steps: DRAINING
@@ -142,6 +171,13 @@
  * not silence: while it lasts, the timer comes back every eighth of the
  * idle timeout and restarts the count.
  *
+ * Addresses.  cfg.address is parsed once, at create, by getaddrinfo()
+ * with AI_NUMERICHOST (never a name lookup): an IPv4 dotted quad or an
+ * IPv6 address, brackets and scope id allowed.  "::" is bound with
+ * IPV6_V6ONLY off, so one listener takes both families and IPv4 peers
+ * appear as IPv4-mapped addresses; the peer is kept as getpeername()
+ * gave it (ao_conn_peer_addr()), and ao_conn_peer() unmaps it.
+ *
  * Stop.  ao_server_stop() flags the rings.  Each stops accepting, puts
  * every connection in DRAINING with reason AO_CLOSE_SHUTDOWN and the drain
  * deadline, and exits once every conn it made has been freed (the handlers
@@ -155,8 +191,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
+#include <aorta/clock.h>
 #include <aorta/core/cpu.h>
 #include <aorta/sync/futex.h>
 #include "io_priv.h"
@@ -243,15 +281,56 @@ static int resolve_config(struct ao_server_config *c)
 	if (c->ring_buffers > 32768 ||
 	    (c->ring_buffers & (c->ring_buffers - 1)))
 		return -EINVAL;
-	if (c->flags & ~(AO_SERVER_QUIET | AO_SERVER_RING_HANDLERS))
+	if (c->flags & ~(AO_SERVER_QUIET | AO_SERVER_RING_HANDLERS |
+			 AO_SERVER_RING_ASSIST))
 		return -EINVAL;
 	return 0;
+}
+
+/*
+ * A numeric IPv4 or IPv6 address (brackets and a scope id allowed) into
+ * *a, port 0; getaddrinfo() with AI_NUMERICHOST, so never a name lookup.
+ * IPv4 must be a dotted quad: getaddrinfo() also takes inet_aton()'s
+ * shorthands ("1.2.3" is 1.2.0.3), which are more likely typos.
+ */
+static int parse_address(const char *s, union io_addr *a, socklen_t *len)
+{
+	struct addrinfo hints = {
+		.ai_flags = AI_PASSIVE | AI_NUMERICHOST,
+		.ai_socktype = SOCK_STREAM,
+	};
+	struct addrinfo *res;
+	char host[NI_MAXHOST];
+	size_t n = strlen(s);
+	struct in_addr a4;
+	int err = -EINVAL;
+
+	if (n >= sizeof(host))
+		return -EINVAL;
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+		memcpy(host, s + 1, n - 2);
+		host[n - 2] = '\0';
+	} else {
+		memcpy(host, s, n + 1);
+	}
+	if (!host[0] || getaddrinfo(host, NULL, &hints, &res))
+		return -EINVAL;
+	if (res->ai_addrlen <= sizeof(*a) &&
+	    (res->ai_family == AF_INET6 ||
+	     (res->ai_family == AF_INET && s[0] != '[' &&
+	      inet_pton(AF_INET, host, &a4) == 1))) {
+		memset(a, 0, sizeof(*a));
+		memcpy(a, res->ai_addr, res->ai_addrlen);
+		*len = res->ai_addrlen;
+		err = 0;
+	}
+	freeaddrinfo(res);
+	return err;
 }
 
 int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 {
 	struct ao_server *srv;
-	struct in_addr a;
 	int err;
 
 	if (!cfg || !out)
@@ -263,12 +342,13 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 	err = resolve_config(&srv->cfg);
 	if (err)
 		goto fail;
-	if (inet_pton(AF_INET, srv->cfg.address, &a) != 1) {
-		err = -EINVAL;
+	err = parse_address(srv->cfg.address, &srv->addr, &srv->addr_len);
+	if (err)
 		goto fail;
-	}
 	srv->low_water = srv->cfg.session_backlog / 2;
 	srv->ring_handlers = srv->cfg.flags & AO_SERVER_RING_HANDLERS;
+	srv->ring_assist = !srv->ring_handlers &&
+			   (srv->cfg.flags & AO_SERVER_RING_ASSIST);
 	srv->exec = cfg->exec;
 	if (!srv->exec) {
 		struct ao_exec_config ec = AO_EXEC_CONFIG_INIT;
@@ -338,6 +418,9 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 		r->srv = srv;
 		r->index = i;
 		r->lfd = r->efd = r->spare_fd = -1;
+		r->turns_tail = &r->turns;
+		r->assist_budget = ao_ns_to_cycles(IO_ASSIST_BUDGET_NS);
+		r->assist_slow = ao_ns_to_cycles(IO_ASSIST_SLOW_NS);
 	}
 	*out = srv;
 	return 0;
@@ -357,7 +440,7 @@ fail:
 void io_ring_accepted(struct io_ring *r, int fd)
 {
 	struct ao_server *srv = r->srv;
-	struct sockaddr_in peer;
+	union io_addr peer;
 	socklen_t plen = sizeof(peer);
 	struct ao_conn *c;
 	int one = 1;
@@ -380,8 +463,9 @@ void io_ring_accepted(struct io_ring *r, int fd)
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &srv->cfg.sock_sndbuf,
 			   sizeof(int));
 	memset(&peer, 0, sizeof(peer));
-	getpeername(fd, (struct sockaddr *)&peer, &plen);
-	c = io_conn_new(r, fd, &peer);
+	if (getpeername(fd, &peer.sa, &plen) || plen > sizeof(peer))
+		plen = 0;
+	c = io_conn_new(r, fd, &peer, plen);
 	if (!c) {
 		__atomic_fetch_sub(&srv->nconns, 1, __ATOMIC_RELAXED);
 		close(fd);
@@ -435,6 +519,10 @@ static void ring_begin_stop(struct io_ring *r, uint64_t now)
 		r->accepting = false;
 		r->be->accept_stop(r);
 	}
+	/* The ring's own exit is on the real clock (above); the conns'
+	 * deadlines on their timers' (io_deadline_now()). */
+	deadline = io_deadline_now(r->srv) +
+		   r->srv->cfg.drain_timeout_ms * 1000000ull;
 	for (c = r->conns; c; c = next) {
 		next = c->next;
 		io_conn_close_graceful(c, AO_CLOSE_SHUTDOWN, deadline);
@@ -474,11 +562,12 @@ static void *ring_main(void *arg)
 		return NULL;
 	r->accepting = true;
 	r->be->accept_start(r);
+	r->assist = srv->ring_assist;
 	for (;;) {
 		uint64_t now = io_now();
 		int64_t timeout = -1;
 
-		r->now_ns = now;
+		r->now_ns = io_deadline_now(srv);
 
 		io_ring_drain_mailbox(r);
 		if (!r->stop_seen &&
@@ -491,6 +580,9 @@ static void *ring_main(void *arg)
 			if (r->accepting)
 				r->be->accept_start(r);
 		}
+		/* Every turn held is run or handed over before the wait (and
+		 * before the kicks: their handlers send). */
+		io_ring_run_turns(r);
 		/* Before reaping: a conn on the kick list is not freed. */
 		io_ring_flush_kicks(r);
 		io_ring_reap(r);
@@ -522,6 +614,8 @@ static void *ring_main(void *arg)
 		r->be->wait(r, timeout);
 		__atomic_store_n(&r->sleeping, 0, __ATOMIC_RELAXED);
 	}
+	/* From here conns close without the loop: no more held turns. */
+	r->assist = false;
 	io_ring_drop_kicks(r);
 	r->be->fini(r);
 	/* Out of time: no operation can complete now, so finish by hand
@@ -538,12 +632,14 @@ static void *ring_main(void *arg)
 static int open_listener(struct ao_server *srv, struct io_ring *r,
 			 uint16_t port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port) };
-	int one = 1, fd;
+	union io_addr sa = srv->addr;
+	int one = 1, zero = 0, fd;
 
-	inet_pton(AF_INET, srv->cfg.address, &sa.sin_addr);
-	fd = socket(AF_INET,
+	if (sa.sa.sa_family == AF_INET6)
+		sa.in6.sin6_port = htons(port);
+	else
+		sa.in.sin_port = htons(port);
+	fd = socket(sa.sa.sa_family,
 		    SOCK_STREAM | SOCK_CLOEXEC |
 			    (srv->backend == AO_IO_EPOLL ? SOCK_NONBLOCK : 0),
 		    0);
@@ -553,7 +649,12 @@ static int open_listener(struct ao_server *srv, struct io_ring *r,
 	if (srv->cfg.rings > 1 &&
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
 		goto fail;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	/* "::" is dual stack whatever net.ipv6.bindv6only says. */
+	if (sa.sa.sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_UNSPECIFIED(&sa.in6.sin6_addr) &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)
+		goto fail;
+	if (bind(fd, &sa.sa, srv->addr_len) < 0 ||
 	    listen(fd, srv->cfg.backlog) < 0)
 		goto fail;
 	r->lfd = fd;
@@ -637,11 +738,14 @@ int ao_server_start(struct ao_server *srv)
 		if (err)
 			goto fail;
 		if (i == 0) {
-			struct sockaddr_in sa;
+			union io_addr sa;
 			socklen_t len = sizeof(sa);
 
-			getsockname(r->lfd, (struct sockaddr *)&sa, &len);
-			srv->port = ntohs(sa.sin_port);
+			memset(&sa, 0, sizeof(sa));
+			getsockname(r->lfd, &sa.sa, &len);
+			srv->port = ntohs(sa.sa.sa_family == AF_INET6 ?
+						  sa.in6.sin6_port :
+						  sa.in.sin_port);
 		}
 		/* Blocking for io_uring: a read SQE on an O_NONBLOCK file
 		 * would complete at once with -EAGAIN instead of waiting. */
@@ -676,7 +780,7 @@ int ao_server_start(struct ao_server *srv)
 	if (!(srv->cfg.flags & AO_SERVER_QUIET))
 		fprintf(stderr,
 			"aorta: io backend %s (flags 0x%x), %u ring%s, "
-			"%s:%u\n",
+			"%s port %u\n",
 			ao_io_backend_name(srv->backend), srv->ring_flags,
 			srv->cfg.rings, srv->cfg.rings > 1 ? "s" : "",
 			srv->cfg.address, srv->port);

@@ -171,18 +171,54 @@ long t_scaled(long n, long min)
 
 int t_cl_connect(uint16_t port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
+	return t_cl_connect_to("127.0.0.1", port);
+}
+
+int t_cl_connect_to(const char *addr, uint16_t port)
+{
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6,
+				   .sin6_port = htons(port) };
+	struct sockaddr_in s4 = { .sin_family = AF_INET,
 				  .sin_port = htons(port) };
 	struct timeval tv = { .tv_sec = 10 };
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool v6 = strchr(addr, ':') != NULL;
+	int one = 1, fd;
 
+	if (v6)
+		assert_int_equal(inet_pton(AF_INET6, addr, &s6.sin6_addr), 1);
+	else
+		assert_int_equal(inet_pton(AF_INET, addr, &s4.sin_addr), 1);
+	fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	if (v6)
+		assert_int_equal(
+			connect(fd, (struct sockaddr *)&s6, sizeof(s6)), 0);
+	else
+		assert_int_equal(
+			connect(fd, (struct sockaddr *)&s4, sizeof(s4)), 0);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	return fd;
+}
+
+bool t_ipv6_ok(void)
+{
+	static int ok = -1;
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6,
+				   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	int fd;
+
+	if (ok < 0) {
+		fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ok = fd >= 0 && !bind(fd, (struct sockaddr *)&s6, sizeof(s6));
+		if (fd >= 0)
+			close(fd);
+		if (!ok)
+			fprintf(stderr, "no IPv6 loopback here: IPv6 tests "
+					"skip\n");
+	}
+	return ok;
 }
 
 void t_cl_write(int fd, const void *p, size_t n)

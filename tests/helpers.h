@@ -8,6 +8,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -53,6 +54,10 @@ long t_scaled(long n, long min);
 
 /* A blocking TCP client of 127.0.0.1:port (TCP_NODELAY, 10 s timeouts). */
 int t_cl_connect(uint16_t port);
+/* The same to a numeric IPv4 or IPv6 address ("::1"). */
+int t_cl_connect_to(const char *addr, uint16_t port);
+/* Can this machine bind ::1?  (Said once on stderr when not.) */
+bool t_ipv6_ok(void);
 /* Send all n bytes (asserts). */
 void t_cl_write(int fd, const void *p, size_t n);
 /* Read exactly n bytes; 0, or -1 on EOF, error or timeout. */

@@ -28,10 +28,12 @@ int ao_load_main(int argc, char **argv);
 #define main ao_load_main
 #include "../tools/load/load.c"
 #undef main
-#include "../tools/load/epoll.c"
-#include "../tools/load/hist.c"
+#include "../tools/load/engine.c"
 #include "../tools/load/proto.c"
-#include "../tools/load/uring.c"
+#include "../tools/common/engine.c"
+#include "../tools/common/epoll.c"
+#include "../tools/common/hist.c"
+#include "../tools/common/uring.c"
 #include "helpers.h"
 
 enum srv_mode { SRV_ECHO, SRV_FLIP, SRV_HANGUP };

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * ao-load's pure parts: the log-linear histogram (buckets, percentiles,
- * merging, CSV), the framing and payload, and the option-value parsers.
+ * merging, CSV), the framing and payload, and the option-value parsers
+ * (server addresses included).
  */
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../tools/load/hist.c"
+#include "../tools/common/hist.c"
 #include "../tools/load/proto.c"
 #include "helpers.h"
 
@@ -269,6 +271,51 @@ static void test_parse(void **state)
 	assert_int_equal(v, 42);
 }
 
+/* parse_addr: numeric IPv4 (dotted quad) or IPv6, brackets optional, the
+ * port set; anything else refused with *sa untouched. */
+static void test_parse_addr(void **state)
+{
+	static const char *const bad[] = {
+		"",	    "localhost", "1.2.3",     "256.0.0.1",
+		"1.2.3.4 ", " ::1",	 "[1.2.3.4]", "[::1",
+		"::1]",	    "[]",	 "::g",	      "1.2.3.4:80",
+	};
+	struct sockaddr_storage ss, before;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	socklen_t len = 0;
+	struct in6_addr a6;
+
+	(void)state;
+	assert_int_equal(parse_addr("127.0.0.1", 7000, &ss, &len), 0);
+	assert_int_equal(len, sizeof(*s4));
+	assert_int_equal(s4->sin_family, AF_INET);
+	assert_int_equal(ntohs(s4->sin_port), 7000);
+	assert_int_equal(ntohl(s4->sin_addr.s_addr), INADDR_LOOPBACK);
+	for (int b = 0; b < 2; b++) {
+		assert_int_equal(parse_addr(b ? "[::1]" : "::1", 80, &ss, &len),
+				 0);
+		assert_int_equal(len, sizeof(*s6));
+		assert_int_equal(s6->sin6_family, AF_INET6);
+		assert_int_equal(ntohs(s6->sin6_port), 80);
+		assert_true(IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr));
+	}
+	assert_int_equal(parse_addr("[2001:db8::7]", 1, &ss, &len), 0);
+	assert_int_equal(inet_pton(AF_INET6, "2001:db8::7", &a6), 1);
+	assert_memory_equal(&s6->sin6_addr, &a6, sizeof(a6));
+	assert_int_equal(parse_addr("::", 0, &ss, &len), 0);
+	assert_true(IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr));
+	assert_int_equal(parse_addr("fe80::1%lo", 9, &ss, &len), 0);
+	assert_int_equal(s6->sin6_scope_id, 1); /* lo is interface 1 */
+	memset(&before, 0x5a, sizeof(before));
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		memcpy(&ss, &before, sizeof(ss));
+		if (!parse_addr(bad[i], 1, &ss, &len))
+			fail_msg("parse_addr took '%s'", bad[i]);
+		assert_memory_equal(&ss, &before, sizeof(ss));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -278,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_csv),
 		cmocka_unit_test(test_framing),
 		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_parse_addr),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,8 @@
  * path; per-session order under load; packets split at every byte boundary
  * and coalesced; each bad input; max connections; a slow reader;
  * backpressure; stop with packets in flight; handles kept past close; idle
- * timeout; several rings.  After every test the pool's in-use count is 0.
+ * timeout; several rings; IPv6, dual stack and the peer's address.
+ * After every test the pool's in-use count is 0.
  * Loopback only, ephemeral ports, bounded by a watchdog.
  */
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <aorta/core/bufpool.h>
 #include <aorta/core/exec.h>
 #include <aorta/io/server.h>
+#include <aorta/core/timer.h>
 #include "helpers.h"
 
 /* ---- what the handlers saw ---- */
@@ -751,6 +753,45 @@ static void test_idle_timeout(void **state)
 	t_watchdog_disarm();
 }
 
+/* The executor's timer service runs a test clock: the connections'
+ * deadlines follow it, not CLOCK_MONOTONIC (a silent client is closed
+ * only once the test clock has passed the idle timeout). */
+static void test_idle_timeout_test_clock(void **state)
+{
+	struct ao_timers_config tc = AO_TIMERS_CONFIG_INIT;
+	struct ao_server_config cfg;
+	struct ao_timers *ts;
+	struct ao_server *srv;
+	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	tc.exec = ex;
+	tc.test_clock = true;
+	tc.test_start_ns = 1000000000ull;
+	assert_int_equal(ao_timers_create(&tc, &ts), 0);
+	cfg.exec = ex;
+	cfg.idle_timeout_ms = 50;
+	t_watchdog_arm(30, "idle timeout, test clock");
+	srv = start(&cfg);
+	fd = t_cl_connect(ao_server_port(srv));
+	echo_once(fd, "then silence");
+	/* Real time passes, test time does not: still open. */
+	t_sleep_ns(200000000);
+	assert_int_equal(closes(AO_CLOSE_IDLE), 0);
+	assert_int_equal(ao_timers_advance(ts, 40000000), 0);
+	t_sleep_ns(20000000);
+	assert_int_equal(closes(AO_CLOSE_IDLE), 0);
+	assert_int_equal(ao_timers_advance(ts, 20000000), 0);
+	assert_true(cl_closed_within(fd, 5000));
+	WAIT_UNTIL(closes(AO_CLOSE_IDLE) == 1, 5000);
+	close(fd);
+	finish(srv);
+	assert_int_equal(ao_timers_destroy(ts, NULL), 0);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	t_watchdog_disarm();
+}
+
 /* ---- stop, handles, rings ---- */
 
 /* Write w->p a packet (10 bytes) at a time, 1 ms apart, until the
@@ -923,6 +964,46 @@ static void test_local_close(void **state)
 	assert_true(cl_closed_within(fd, 5000));
 	WAIT_UNTIL(closes(AO_CLOSE_LOCAL) == 1, 5000);
 	close(fd);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ao_conn_close_slow() from a handler: closed at once, counted as a slow
+ * consumer, whatever is queued dropped; others are untouched. */
+static int h_close_slow(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	(void)arg;
+	if (pkt->len == 4 && !memcmp(pkt->data, "slow", 4)) {
+		assert_int_equal(ao_conn_close_slow(c), 0);
+		return 0;
+	}
+	ao_conn_send_packet(c, pkt);
+	return 0;
+}
+
+static void test_close_slow(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fd, good;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_packet = h_close_slow;
+	t_watchdog_arm(30, "close slow");
+	srv = start(&cfg);
+	good = t_cl_connect(ao_server_port(srv));
+	fd = t_cl_connect(ao_server_port(srv));
+	echo_once(fd, "hi");
+	cl_send_pkt(fd, "slow", 4);
+	assert_true(cl_closed_within(fd, 5000));
+	WAIT_UNTIL(closes(AO_CLOSE_SLOW) == 1, 5000);
+	get_stats(srv, &st);
+	assert_int_equal(st.closes[AO_CLOSE_SLOW], 1);
+	echo_once(good, "still here");
+	close(fd);
+	close(good);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
 	finish(srv);
 	t_watchdog_disarm();
 }
@@ -1300,6 +1381,239 @@ static void test_config_errors(void **state)
 			    "slow consumer");
 }
 
+/* ---- addresses: IPv6, dual stack, the peer ---- */
+
+#define MAX_PEERS 4
+static struct sockaddr_storage t_peer[MAX_PEERS];
+static socklen_t t_peer_len[MAX_PEERS];
+static struct sockaddr_in t_peer4[MAX_PEERS];
+static uint32_t t_npeers;
+
+/* on_open: record both views of the peer's address. */
+static void h_open_peer(struct ao_conn *c, void *arg)
+{
+	uint32_t i = __atomic_load_n(&t_npeers, __ATOMIC_RELAXED);
+
+	(void)arg;
+	if (i < MAX_PEERS) {
+		t_peer_len[i] = sizeof(t_peer[i]);
+		if (ao_conn_peer_addr(c, (struct sockaddr *)&t_peer[i],
+				      &t_peer_len[i]))
+			t_peer_len[i] = 0;
+		ao_conn_peer(c, &t_peer4[i]);
+	}
+	h_open(c, arg);
+	__atomic_store_n(&t_npeers, i + 1, __ATOMIC_RELEASE);
+}
+
+/* The client side's own port, as the server must see it. */
+static uint16_t local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&ss, &len), 0);
+	return ntohs(ss.ss_family == AF_INET6 ?
+			     ((struct sockaddr_in6 *)&ss)->sin6_port :
+			     ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* Connect to addr, echo once, wait for on_open; the peer's index. */
+static uint32_t connect_peer(struct ao_server *srv, const char *addr, int *fd)
+{
+	uint32_t n = __atomic_load_n(&t_npeers, __ATOMIC_ACQUIRE);
+
+	*fd = t_cl_connect_to(addr, ao_server_port(srv));
+	echo_once(*fd, "hello, address");
+	WAIT_UNTIL(__atomic_load_n(&t_npeers, __ATOMIC_ACQUIRE) == n + 1, 2000);
+	return n;
+}
+
+static void start_peers(struct ao_server_config *cfg, void **state,
+			const char *address)
+{
+	base_config(cfg, BACKEND_OR_SKIP(state));
+	cfg->address = address;
+	cfg->handlers.on_open = h_open_peer;
+	t_npeers = 0;
+	memset(t_peer, 0, sizeof(t_peer));
+	memset(t_peer4, 0xa5, sizeof(t_peer4)); /* must be overwritten */
+}
+
+/* An IPv4 listener: ao_conn_peer() and ao_conn_peer_addr() agree. */
+static void test_peer_ipv4(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&t_peer[0];
+	uint32_t i;
+	int fd;
+
+	start_peers(&cfg, state, "127.0.0.1");
+	t_watchdog_arm(30, "peer ipv4");
+	srv = start(&cfg);
+	i = connect_peer(srv, "127.0.0.1", &fd);
+	assert_int_equal(t_peer_len[i], sizeof(struct sockaddr_in));
+	assert_int_equal(sin->sin_family, AF_INET);
+	assert_int_equal(ntohl(sin->sin_addr.s_addr), INADDR_LOOPBACK);
+	assert_int_equal(ntohs(sin->sin_port), local_port(fd));
+	assert_int_equal(t_peer4[i].sin_family, AF_INET);
+	assert_int_equal(t_peer4[i].sin_addr.s_addr, sin->sin_addr.s_addr);
+	assert_int_equal(t_peer4[i].sin_port, sin->sin_port);
+	close(fd);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* An IPv6 listener on ::1: IPv6 peers; ao_conn_peer() says AF_UNSPEC. */
+static void test_ipv6(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&t_peer[0];
+	struct ao_io_stats st;
+	int fd[2];
+	uint32_t i;
+
+	if (!t_ipv6_ok())
+		skip();
+	start_peers(&cfg, state, "::1");
+	t_watchdog_arm(30, "ipv6");
+	srv = start(&cfg);
+	i = connect_peer(srv, "::1", &fd[0]);
+	assert_int_equal(t_peer_len[i], sizeof(struct sockaddr_in6));
+	assert_int_equal(s6->sin6_family, AF_INET6);
+	assert_true(IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr));
+	assert_int_equal(ntohs(s6->sin6_port), local_port(fd[0]));
+	assert_int_equal(t_peer4[i].sin_family, AF_UNSPEC);
+	assert_int_equal(t_peer4[i].sin_port, 0);
+	assert_int_equal(t_peer4[i].sin_addr.s_addr, 0);
+	/* A second connection on the same listener. */
+	i = connect_peer(srv, "::1", &fd[1]);
+	assert_int_equal(i, 1);
+	for (int k = 0; k < 10; k++)
+		echo_once(fd[k & 1], "ipv6 packet");
+	close(fd[0]);
+	close(fd[1]);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 2, 5000);
+	get_stats(srv, &st);
+	assert_int_equal(st.accepted, 2);
+	assert_int_equal(st.packets_in, 12);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* "::" is dual stack: IPv4 clients too, seen as IPv4-mapped addresses. */
+static void test_dual_stack(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&t_peer[0];
+	static const uint8_t mapped_lo[16] = {
+		[10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1
+	};
+	int fd4, fd6;
+	uint32_t i;
+
+	if (!t_ipv6_ok())
+		skip();
+	start_peers(&cfg, state, "[::]");
+	t_watchdog_arm(30, "dual stack");
+	srv = start(&cfg);
+	i = connect_peer(srv, "127.0.0.1", &fd4);
+	assert_int_equal(t_peer_len[i], sizeof(struct sockaddr_in6));
+	assert_int_equal(s6->sin6_family, AF_INET6);
+	assert_memory_equal(&s6->sin6_addr, mapped_lo, 16);
+	assert_int_equal(ntohs(s6->sin6_port), local_port(fd4));
+	/* The IPv4 view unmaps it. */
+	assert_int_equal(t_peer4[i].sin_family, AF_INET);
+	assert_int_equal(ntohl(t_peer4[i].sin_addr.s_addr), INADDR_LOOPBACK);
+	assert_int_equal(ntohs(t_peer4[i].sin_port), local_port(fd4));
+	i = connect_peer(srv, "::1", &fd6);
+	s6 = (struct sockaddr_in6 *)&t_peer[i];
+	assert_true(IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr));
+	assert_int_equal(t_peer4[i].sin_family, AF_UNSPEC);
+	close(fd4);
+	close(fd6);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 2, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ao_conn_peer_addr() follows getpeername(2): a short buffer gets what
+ * fits and the full length; NULLs are -EINVAL. */
+static struct sockaddr_in6 t_short;
+static socklen_t t_short_len;
+static int t_null_rc;
+
+static void h_open_short(struct ao_conn *c, void *arg)
+{
+	t_short_len = 4;
+	memset(&t_short, 0xa5, sizeof(t_short));
+	if (ao_conn_peer_addr(c, (struct sockaddr *)&t_short, &t_short_len))
+		t_short_len = 0;
+	t_null_rc = ao_conn_peer_addr(c, NULL, &t_short_len);
+	h_open(c, arg);
+}
+
+static void test_peer_addr_short(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	const uint8_t *b = (const uint8_t *)&t_short;
+	int fd;
+
+	base_config(&cfg, BACKEND_OR_SKIP(state));
+	cfg.handlers.on_open = h_open_short;
+	t_watchdog_arm(30, "peer addr short");
+	srv = start(&cfg);
+	fd = t_cl_connect(ao_server_port(srv));
+	echo_once(fd, "x");
+	WAIT_UNTIL(__atomic_load_n(&t_opens, __ATOMIC_ACQUIRE) == 1, 2000);
+	assert_int_equal(t_short_len, sizeof(struct sockaddr_in));
+	assert_int_equal(t_short.sin6_family, AF_INET);
+	assert_int_equal(ntohs(t_short.sin6_port), local_port(fd));
+	assert_int_equal(b[4], 0xa5); /* nothing past the 4 bytes asked */
+	assert_int_equal(t_null_rc, -EINVAL);
+	close(fd);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* Addresses that are not numeric IPv4 or IPv6 ones are -EINVAL at
+ * create (no name lookups); good ones create. */
+static void test_address_parse(void **state)
+{
+	static const char *const bad[] = {
+		"not an address", "",		"localhost",   "1.2.3",
+		"256.1.1.1",	  "127.0.0.1 ", "[127.0.0.1]", "[::1",
+		"::1]",		  "::g",	"1.2.3.4.5",
+	};
+	static const char *const good[] = {
+		"127.0.0.1", "0.0.0.0", "::1",
+		"[::1]",     "::",	"::ffff:127.0.0.1",
+	};
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		base_config(&cfg, AO_IO_EPOLL);
+		cfg.address = bad[i];
+		if (ao_server_create(&cfg, &srv) != -EINVAL)
+			fail_msg("address '%s' was not refused", bad[i]);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		base_config(&cfg, AO_IO_EPOLL);
+		cfg.address = good[i];
+		if (ao_server_create(&cfg, &srv))
+			fail_msg("address '%s' was refused", good[i]);
+		assert_int_equal(ao_server_destroy(srv), 0);
+	}
+}
+
 /* The caller's executor and pool, shared by two servers. */
 static void test_shared_exec_pool(void **state)
 {
@@ -1346,7 +1660,12 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_backend_env),
+		cmocka_unit_test(test_address_parse),
 		BOTH(test_echo),
+		BOTH(test_peer_ipv4),
+		BOTH(test_peer_addr_short),
+		BOTH(test_ipv6),
+		BOTH(test_dual_stack),
 		BOTH(test_echo_raw),
 		BOTH(test_split_coalesced),
 		BOTH(test_bad_too_long),
@@ -1360,11 +1679,13 @@ int main(void)
 		BOTH(test_slow_reader),
 		BOTH(test_backpressure),
 		BOTH(test_idle_timeout),
+		BOTH(test_idle_timeout_test_clock),
 		BOTH(test_pool_exhausted_not_idle),
 		BOTH(test_stop_in_flight),
 		BOTH(test_stop_timeout),
 		BOTH(test_send_after_close),
 		BOTH(test_local_close),
+		BOTH(test_close_slow),
 		BOTH(test_rings),
 		BOTH(test_restart),
 		BOTH(test_broadcast),

@@ -4,9 +4,15 @@
  * once, with many producers (outside and inside the pool) over both
  * disciplines, bounded and unbounded; strands run in parallel with each
  * other; the batch hands the worker back; refusals; idle and destroy.
+ * Held turns (ao_strand_submit_hold(), ao_strand_run_held()): nothing
+ * runs while a turn is held; the holder runs items on its own thread, in
+ * order, and hands the rest to the workers; capacity slots, drain and
+ * destroy count items run off the pool; order and one-at-a-time hold with
+ * a holder and submitters racing (a stress test for TSan).
  */
 #include <errno.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <aorta/clock.h>
@@ -304,6 +310,270 @@ static void test_destroy_runs_strand_backlog(void **state)
 	free(w);
 }
 
+/* ---- held turns ---- */
+
+struct held_item {
+	struct ao_work work;
+	struct ao_strand *s;
+	pthread_t thread; /* where it ran */
+	int order; /* position in the run order */
+	int bad;
+};
+
+static int held_order;
+
+static void held_fn(struct ao_work *w)
+{
+	struct held_item *it = container_of(w, struct held_item, work);
+
+	it->thread = pthread_self();
+	it->order = __atomic_fetch_add(&held_order, 1, __ATOMIC_RELAXED);
+	if (ao_strand_current() != it->s)
+		it->bad = 1;
+}
+
+static void test_hold_basic(void **state)
+{
+	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 1, 0, AO_EXEC_BLOCK);
+	struct held_item it[5];
+	struct ao_exec_stats st;
+	struct ao_strand s;
+
+	(void)state;
+	t_watchdog_arm(30, "held turn");
+	held_order = 0;
+	ao_strand_init(&s, ex);
+	memset(it, 0, sizeof(it));
+	for (int i = 0; i < 5; i++) {
+		ao_work_init(&it[i].work, held_fn);
+		it[i].s = &s;
+		it[i].order = -1;
+	}
+	assert_int_equal(ao_strand_submit_hold(NULL, &it[0].work), -EINVAL);
+	assert_int_equal(ao_strand_submit_hold(&s, NULL), -EINVAL);
+	/* The first takes the turn, the others only append. */
+	assert_int_equal(ao_strand_submit_hold(&s, &it[0].work), 1);
+	assert_int_equal(ao_strand_submit_hold(&s, &it[1].work), 0);
+	assert_int_equal(ao_strand_submit(&s, &it[2].work), 0);
+	/* Held: no worker runs any of it, and the strand is busy. */
+	t_sleep_ns(20000000);
+	assert_int_equal(__atomic_load_n(&held_order, __ATOMIC_RELAXED), 0);
+	assert_false(ao_strand_idle(&s));
+	assert_int_equal(ao_strand_destroy(&s), -EBUSY);
+	/* Two here, on this thread, off the pool; the third to a worker. */
+	assert_int_equal(ao_strand_run_held(&s, 2), 2);
+	assert_null(ao_strand_current());
+	assert_int_equal(ao_exec_drain(ex), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(it[i].order, i);
+		assert_int_equal(it[i].bad, 0);
+	}
+	assert_true(pthread_equal(it[0].thread, pthread_self()));
+	assert_true(pthread_equal(it[1].thread, pthread_self()));
+	assert_false(pthread_equal(it[2].thread, pthread_self()));
+	assert_true(ao_strand_idle(&s));
+	/* Given up at once: the workers run it. */
+	assert_int_equal(ao_strand_submit_hold(&s, &it[3].work), 1);
+	assert_int_equal(ao_strand_run_held(&s, 0), 0);
+	assert_int_equal(ao_exec_drain(ex), 0);
+	assert_int_equal(it[3].order, 3);
+	assert_false(pthread_equal(it[3].thread, pthread_self()));
+	/* A queued turn is not taken: the worker's turn runs the item. */
+	assert_int_equal(ao_strand_submit(&s, &it[4].work), 0);
+	assert_int_equal(ao_exec_drain(ex), 0);
+	assert_int_equal(it[4].order, 4);
+	assert_int_equal(s.executed, 5);
+	assert_int_equal(s.submitted, 5);
+	assert_int_equal(ao_exec_stats(ex, &st), 0);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(ao_strand_destroy(&s), 0);
+	ao_exec_shutdown(ex);
+	assert_int_equal(ao_strand_submit_hold(&s, &it[0].work), -ESHUTDOWN);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	t_watchdog_disarm();
+}
+
+/* Items run off the pool give their capacity slots back. */
+static void test_hold_bounded(void **state)
+{
+	struct ao_exec *ex = t_exec_create(AO_EXEC_SHARED, 1, 4, AO_EXEC_FAIL);
+	struct ao_strand s;
+	struct ao_work w[12];
+
+	(void)state;
+	t_watchdog_arm(30, "held turn, bounded");
+	memset(cnt_ran, 0, sizeof(cnt_ran));
+	ao_strand_init(&s, ex);
+	for (int i = 0; i < 12; i++)
+		ao_work_init(&w[i], cnt_fn);
+	for (int round = 0; round < 3; round++) {
+		struct ao_work *r = &w[4 * round];
+
+		assert_int_equal(ao_strand_submit_hold(&s, &r[0]), 1);
+		for (int i = 1; i < 4; i++)
+			assert_int_equal(ao_strand_submit_hold(&s, &r[i]), 0);
+		/* Four slots taken, no carrier: full. */
+		assert_int_equal(ao_strand_try_submit(&s, &w[0]), -EAGAIN);
+		assert_int_equal(ao_strand_run_held(&s, 4), 4);
+		assert_int_equal(cnt_ran[0], 4 * (round + 1));
+	}
+	assert_int_equal(ao_exec_drain(ex), 0);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	t_watchdog_disarm();
+	assert_int_equal(ao_strand_destroy(&s), 0);
+}
+
+/* Destroy waits for a held turn's items, run by their holder. */
+struct late_holder {
+	struct ao_strand *s;
+	int n;
+};
+
+static void *late_holder_fn(void *arg)
+{
+	struct late_holder *h = arg;
+
+	t_sleep_ns(20000000);
+	h->n = (int)ao_strand_run_held(h->s, 100);
+	return NULL;
+}
+
+static void test_hold_destroy(void **state)
+{
+	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
+	struct late_holder h;
+	struct ao_strand s;
+	struct ao_work w[8];
+	pthread_t th;
+
+	(void)state;
+	t_watchdog_arm(30, "held turn at destroy");
+	memset(cnt_ran, 0, sizeof(cnt_ran));
+	ao_strand_init(&s, ex);
+	for (int i = 0; i < 8; i++) {
+		ao_work_init(&w[i], cnt_fn);
+		assert_int_equal(ao_strand_submit_hold(&s, &w[i]), i == 0);
+	}
+	h.s = &s;
+	h.n = 0;
+	assert_int_equal(pthread_create(&th, NULL, late_holder_fn, &h), 0);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	assert_int_equal(cnt_ran[0], 8);
+	pthread_join(th, NULL);
+	assert_int_equal(h.n, 8);
+	assert_int_equal(ao_strand_destroy(&s), 0);
+	t_watchdog_disarm();
+}
+
+/*
+ * A holder (as the io ring is) and submitters racing on the same strands:
+ * the holder submits with ao_strand_submit_hold() and now and then runs
+ * what it holds, a few items or none (given to the workers); the others
+ * submit as usual.  Every strand's items run in each producer's order and
+ * one at a time, wherever they run.
+ */
+struct holder {
+	long n;
+	struct pkt *pkts;
+};
+
+static void *holder_fn(void *arg)
+{
+	struct holder *h = arg;
+	struct ao_strand *held[NSTRANDS];
+	int nheld = 0;
+
+	for (long i = 0; i < h->n; i++) {
+		struct pkt *p = &h->pkts[i];
+		int r = ao_strand_submit_hold(&p->s->strand, &p->work);
+
+		assert_true(r == 0 || r == 1);
+		if (r == 1)
+			held[nheld++] = &p->s->strand;
+		if (nheld == NSTRANDS || (i % 7) == 6) {
+			for (int k = 0; k < nheld; k++)
+				ao_strand_run_held(held[k],
+						   (unsigned int)(i + k) % 4);
+			nheld = 0;
+		}
+	}
+	for (int k = 0; k < nheld; k++)
+		ao_strand_run_held(held[k], 64);
+	return NULL;
+}
+
+static void *hold_producer_fn(void *arg)
+{
+	struct producer *pr = arg;
+
+	if (pr->id == 0)
+		return holder_fn(pr->fwd);
+	return producer_fn(arg);
+}
+
+static void test_hold_stress(void **state)
+{
+	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
+	struct producer prods[NPROD];
+	struct holder h;
+	long total = 0;
+
+	(void)state;
+	per_prod = t_scaled(20000, 1000);
+	memset(sessions, 0, sizeof(sessions));
+	for (int i = 0; i < NSTRANDS; i++) {
+		ao_strand_init(&sessions[i].strand, ex);
+		ao_strand_set_batch(&sessions[i].strand, (unsigned)(i + 1));
+		for (int j = 0; j < 2 * NPROD; j++)
+			sessions[i].last_seq[j] = -1;
+	}
+	/* Producer 0 is the holder: it spreads its items over every
+	 * strand; the others each feed one. */
+	for (int i = 0; i < NPROD; i++) {
+		prods[i].id = i;
+		prods[i].pkts = calloc((size_t)per_prod, sizeof(struct pkt));
+		prods[i].fwd = NULL;
+		assert_non_null(prods[i].pkts);
+		for (long k = 0; k < per_prod; k++) {
+			struct pkt *p = &prods[i].pkts[k];
+
+			ao_work_init(&p->work, pkt_fn);
+			p->s = &sessions[i ? i % NSTRANDS :
+					     (int)(k * 7 / 3) % NSTRANDS];
+			p->producer = i;
+			p->seq = k; /* the holder's: per strand, below */
+		}
+	}
+	/* The holder's sequence numbers count per strand. */
+	{
+		long next[NSTRANDS] = { 0 };
+
+		for (long k = 0; k < per_prod; k++) {
+			struct pkt *p = &prods[0].pkts[k];
+
+			p->seq = next[p->s - sessions]++;
+		}
+	}
+	h.n = per_prod;
+	h.pkts = prods[0].pkts;
+	prods[0].fwd = (struct pkt *)&h;
+	t_watchdog_arm(120, "held turns, stress");
+	t_run_threads(NPROD, hold_producer_fn, prods, sizeof(prods[0]));
+	assert_int_equal(ao_exec_drain(ex), 0);
+	t_watchdog_disarm();
+	for (int i = 0; i < NSTRANDS; i++) {
+		assert_int_equal(sessions[i].bad, 0);
+		assert_true(ao_strand_idle(&sessions[i].strand));
+		assert_int_equal(sessions[i].strand.executed,
+				 sessions[i].strand.submitted);
+		total += sessions[i].ran;
+	}
+	assert_int_equal(total, NPROD * per_prod);
+	assert_int_equal(ao_exec_destroy(ex), 0);
+	for (int i = 0; i < NPROD; i++)
+		free(prods[i].pkts);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -313,6 +583,10 @@ int main(void)
 		cmocka_unit_test(test_order_shared),
 		cmocka_unit_test(test_order_steal),
 		cmocka_unit_test(test_order_bounded),
+		cmocka_unit_test(test_hold_basic),
+		cmocka_unit_test(test_hold_bounded),
+		cmocka_unit_test(test_hold_destroy),
+		cmocka_unit_test(test_hold_stress),
 	};
 
 	ao_clock_calibrate();

@@ -6,7 +6,8 @@
  * line, SIGTERM stops it with a final report), and ao-load against
  * ao-echo for a second or two in every framing x backend x mode, asserting
  * exit 0, zero errors and mismatches, and a clean final report (every
- * buffer back).  Correctness only: no timing is asserted.
+ * buffer back); over IPv6 ([::1]) and a dual-stack (::) ao-echo too.
+ * Correctness only: no timing is asserted.
  *
  * The tools come from $AO_TOOLS_DIR (make check sets it to the build's
  * tools folder, built with the same sanitizer); without it every test is
@@ -324,7 +325,10 @@ static void test_echo_bad_options(void **state)
 		{ "--port=65536", "--port" },
 		{ "--port=http", "--port" },
 		{ "--address=1.2.3", "--address" },
-		{ "--address=::1", "--address" },
+		{ "--address=localhost", "--address" },
+		{ "--address=[1.2.3.4]", "--address" },
+		{ "--address=::g", "--address" },
+		{ "--address=[::1", "--address" },
 		{ "--workers=-1", "--workers" },
 		{ "--workers=100000", "--workers" },
 		{ "--rings=0", "--rings" },
@@ -373,6 +377,9 @@ static void test_load_bad_options(void **state)
 		{ "--connections=0", "--connections" },
 		{ "--framing=len8", "--framing" },
 		{ "--engine=kqueue", "--engine" },
+		{ "--addr=localhost", "--addr" },
+		{ "--addr=1.2.3", "--addr" },
+		{ "--addr=[::1", "--addr" },
 		{ "--duration=abc", "--duration" },
 		{ "--size=0", "--size" },
 		{ "--progress=maybe", "--progress" },
@@ -493,19 +500,28 @@ struct combo {
 	const char *framing;
 	const char *backend;
 	const char *mode;
+	const char *extra; /* one more option, or NULL */
 };
 
-#define COMBO(f, b, m)  \
-	{               \
-		f, b, m \
+#define COMBO(f, b, m)        \
+	{                     \
+		f, b, m, NULL \
 	}
 static struct combo combos[] = {
-	COMBO("raw", "uring", "worker"),   COMBO("raw", "epoll", "worker"),
-	COMBO("len16", "uring", "worker"), COMBO("len16", "epoll", "worker"),
-	COMBO("len32", "uring", "worker"), COMBO("len32", "epoll", "worker"),
-	COMBO("raw", "uring", "ring"),	   COMBO("raw", "epoll", "ring"),
-	COMBO("len16", "uring", "ring"),   COMBO("len16", "epoll", "ring"),
-	COMBO("len32", "uring", "ring"),   COMBO("len32", "epoll", "ring"),
+	COMBO("raw", "uring", "worker"),
+	COMBO("raw", "epoll", "worker"),
+	COMBO("len16", "uring", "worker"),
+	COMBO("len16", "epoll", "worker"),
+	COMBO("len32", "uring", "worker"),
+	COMBO("len32", "epoll", "worker"),
+	COMBO("raw", "uring", "ring"),
+	COMBO("raw", "epoll", "ring"),
+	COMBO("len16", "uring", "ring"),
+	COMBO("len16", "epoll", "ring"),
+	COMBO("len32", "uring", "ring"),
+	COMBO("len32", "epoll", "ring"),
+	{ "raw", "uring", "worker", "--no-assist" },
+	{ "len16", "epoll", "worker", "--no-assist" },
 };
 
 static void test_load_echo(void **state)
@@ -513,7 +529,9 @@ static void test_load_echo(void **state)
 	const struct combo *k = *state;
 	static struct proc srv, load;
 	char f_arg[32], b_arg[32], m_arg[32], port_arg[32];
-	const char *srv_args[] = { f_arg, b_arg, m_arg, "--json", NULL };
+	const char *srv_args[] = {
+		f_arg, b_arg, m_arg, "--json", k->extra, NULL
+	};
 	const char *dur = t_scale() < 1 ? "--duration=1s" : "--duration=2s";
 	double requests, line;
 	const char *l, *final = NULL;
@@ -581,11 +599,116 @@ static void test_load_echo(void **state)
 		assert_true(jnum(final, "packets_in") == requests);
 		assert_true(jnum(final, "packets_out") == requests);
 	}
-	/* Worker mode runs each packet on the executor, ring mode never. */
+	/* Ring mode never runs anything on the executor; worker mode with
+	 * --no-assist runs every packet there (with the ring's assist, as
+	 * many as the ring left to the workers: any number). */
 	if (!strcmp(k->mode, "ring"))
 		assert_int_equal(jnum(final, "exec_executed"), 0);
-	else
-		assert_true(jnum(final, "exec_executed") > 0);
+	else if (k->extra && !strcmp(k->extra, "--no-assist"))
+		assert_true(jnum(final, "exec_executed") >=
+			    jnum(final, "packets_in"));
+	t_watchdog_disarm();
+}
+
+/* ---- IPv6 ---- */
+
+/* ao-load --addr=addr with engine against port: exit 0, every one of
+ * requests answered and checked. */
+static void load_at(const char *addr, uint16_t port, const char *engine)
+{
+	static struct proc load;
+	char a_arg[64], p_arg[32], e_arg[32];
+	const char *args[] = {
+		a_arg,	  p_arg, e_arg, "--connections=4", "--requests=2000",
+		"--json", "-q",	 NULL
+	};
+	int rc;
+
+	snprintf(a_arg, sizeof(a_arg), "--addr=%s", addr);
+	snprintf(p_arg, sizeof(p_arg), "--port=%u", port);
+	snprintf(e_arg, sizeof(e_arg), "--engine=%s", engine);
+	rc = run(&load, load_path, args);
+	if (rc != 0)
+		fail_msg("ao-load %s %s: exit %d: %s %s", a_arg, e_arg, rc,
+			 load.obuf, load.ebuf);
+	assert_true(json_str_is(load.obuf, "addr", addr));
+	assert_int_equal(jnum(load.obuf, "requests"), 2000);
+	assert_int_equal(jnum(load.obuf, "errors"), 0);
+	assert_int_equal(jnum(load.obuf, "mismatches"), 0);
+}
+
+/* Stop ao-echo; its final report must be clean with conns accepted. */
+static void echo_stop_clean(struct proc *srv, double conns)
+{
+	const char *l, *final = NULL;
+	int rc;
+
+	kill(srv->pid, SIGTERM);
+	rc = proc_wait(srv);
+	while ((l = proc_line(srv, 0)))
+		if (json_str_is(l, "type", "final"))
+			final = l;
+	if (rc != 0 || !final)
+		fail_msg("ao-echo exit %d: %s %s", rc, srv->obuf, srv->ebuf);
+	assert_true(json_str_is(final, "status", "ok"));
+	assert_int_equal(jnum(final, "pool_in_use"), 0);
+	assert_true(jnum(final, "accepted") == conns);
+}
+
+/* ao-echo -a ::1 (and [::1]) under ao-load to [::1] and ::1, with each
+ * engine; 127.0.0.1 is refused there. */
+static void test_ipv6_loopback(void **state)
+{
+	static struct proc srv, p;
+	const char *bare[] = { "--address=::1", "--json", NULL };
+	const char *brackets[] = { "--address=[::1]", "--json", NULL };
+	char port_arg[32];
+	uint16_t port;
+
+	(void)state;
+	need_tools();
+	if (!t_ipv6_ok())
+		skip();
+	t_watchdog_arm(90, "tools: IPv6");
+	port = echo_start(&srv, bare);
+	if (!port)
+		fail_msg("ao-echo -a ::1 did not start: %s", srv.ebuf);
+	load_at("[::1]", port, "epoll");
+	load_at("::1", port, uring_ok() ? "uring" : "epoll");
+	snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
+	{
+		const char *args[] = { "--addr=127.0.0.1", port_arg,
+				       "--timeout=2s", "-q", NULL };
+
+		assert_int_equal(run(&p, load_path, args), 3);
+	}
+	echo_stop_clean(&srv, 8);
+	port = echo_start(&srv, brackets);
+	if (!port)
+		fail_msg("ao-echo -a [::1] did not start: %s", srv.ebuf);
+	load_at("::1", port, "epoll");
+	echo_stop_clean(&srv, 4);
+	t_watchdog_disarm();
+}
+
+/* ao-echo -a :: serves IPv4 and IPv6 clients on one port. */
+static void test_dual_stack(void **state)
+{
+	static struct proc srv;
+	const char *args[] = { "--address=::", "--json", NULL };
+	uint16_t port;
+
+	(void)state;
+	need_tools();
+	if (!t_ipv6_ok())
+		skip();
+	t_watchdog_arm(90, "tools: dual stack");
+	port = echo_start(&srv, args);
+	if (!port)
+		fail_msg("ao-echo -a :: did not start: %s", srv.ebuf);
+	load_at("127.0.0.1", port, "epoll");
+	load_at("[::1]", port, "epoll");
+	echo_stop_clean(&srv, 8);
 	t_watchdog_disarm();
 }
 
@@ -620,6 +743,8 @@ int main(void)
 		cmocka_unit_test(test_load_bad_options),
 		cmocka_unit_test(test_runtime_errors),
 		cmocka_unit_test(test_echo_signals),
+		cmocka_unit_test(test_ipv6_loopback),
+		cmocka_unit_test(test_dual_stack),
 		LOAD_ECHO(0),
 		LOAD_ECHO(1),
 		LOAD_ECHO(2),
@@ -632,6 +757,8 @@ int main(void)
 		LOAD_ECHO(9),
 		LOAD_ECHO(10),
 		LOAD_ECHO(11),
+		LOAD_ECHO(12),
+		LOAD_ECHO(13),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -38,13 +38,15 @@ int ao_load_main(int argc, char **argv);
 #include "../../tools/load/load.c"
 #undef exit
 #undef main
-#include "../../tools/load/epoll.c"
-#include "../../tools/load/hist.c"
+#include "../../tools/load/engine.c"
 #ifndef AO_FUZZ_HAVE_PROTO
 #define AO_FUZZ_HAVE_PROTO
 #include "../../tools/load/proto.c"
 #endif
-#include "../../tools/load/uring.c"
+#include "../../tools/common/engine.c"
+#include "../../tools/common/epoll.c"
+#include "../../tools/common/hist.c"
+#include "../../tools/common/uring.c"
 
 #define LOAD_MAX_FLIPS 8
 
@@ -52,7 +54,8 @@ static int fuzz_load_reply(const uint8_t *data, size_t size)
 {
 	static struct load_ctx ctx;
 	static struct worker w;
-	struct conn c = { .fd = -1 }, *flush[1];
+	struct conn c = { .fd = -1 };
+	struct eng_conn *flush[1];
 	struct fuzz_rng rng;
 	uint64_t flips[LOAD_MAX_FLIPS], requests, total, sent = 0, echoed = 0;
 	uint64_t bad = 0, now = 1000;

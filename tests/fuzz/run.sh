@@ -61,8 +61,8 @@ for c in arch/*.c arch/$arch/*.c sync/*.c core/*.c io/*.c; do
 done
 
 # target: max_len
-targets='framer:4096 proto:256 load:1024 echo:512'
-[ -f tools/echo/echo.c ] || targets='framer:4096 proto:256 load:1024'
+targets='framer:4096 proto:256 load:1024 echo:512 arena:4096'
+[ -f tools/echo/echo.c ] || targets='framer:4096 proto:256 load:1024 arena:4096'
 n=$(echo $targets | wc -w)
 share=$((time / n))
 [ "$share" -ge 1 ] || share=1

@@ -1339,7 +1339,10 @@ static void print_tables(void)
 }
 
 /* ------------------------------------------------------------------------
- * Targets (issue 6), against this run's baseline
+ * Targets (issues 6 and 17), against this run's baseline: ring mode's
+ * CPU and rate, and worker mode's CPU (issue 17 tightened io_uring's
+ * worker mode from 1.5x ring mode's to 1.25x; the epoll backend's worker
+ * mode keeps issue 6's 1.1x the baseline's, tighter than issue 17's 1.3x)
  */
 
 static __attribute__((format(printf, 2, 3))) void target(bool pass,
@@ -1392,7 +1395,7 @@ static void cpu_target(int s, int ref, unsigned int ci, unsigned int si,
 		return;
 	x = ratio(c->cpu_us, r->cpu_us);
 	target(x <= limit,
-	       "%-12s c%-4u s%-3u CPU/request %.2fx %s's (<= %.1f; %.2f vs "
+	       "%-12s c%-4u s%-3u CPU/request %.2fx %s's (<= %g; %.2f vs "
 	       "%.2f us)%s",
 	       srvs[s].name, clients_list[ci], sizes_list[si], x,
 	       srvs[ref].name, limit, c->cpu_us, r->cpu_us,
@@ -1407,7 +1410,7 @@ static void targets(void)
 	char bad[128] = "";
 
 	if (!opts.json)
-		printf("\nTargets (issue 6), against this run's baseline "
+		printf("\nTargets (issues 6, 17), against this run's baseline "
 		       "(CPU targets at 50+ clients):\n");
 	for (unsigned int si = 0; si < nsizes; si++)
 		for (unsigned int ci = 0; ci < nclients; ci++) {
@@ -1432,7 +1435,7 @@ static void targets(void)
 		for (unsigned int ci = 0; ci < nclients; ci++)
 			if (loaded(ci))
 				cpu_target(S_URING_WORKER, S_URING_RING, ci, si,
-					   1.5);
+					   1.25);
 	for (unsigned int si = 0; si < nsizes; si++)
 		for (unsigned int ci = 0; ci < nclients; ci++) {
 			if (!loaded(ci))

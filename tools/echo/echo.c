@@ -68,6 +68,7 @@ struct echo_opts {
 	uint32_t buffers;
 	uint64_t drain_ns;
 	uint64_t stats_ns; /* 0: no periodic line */
+	bool no_assist; /* worker mode without AO_SERVER_RING_ASSIST */
 	bool json;
 	bool quiet;
 };
@@ -81,7 +82,8 @@ static void usage(FILE *f)
 		"Echo every packet back on its connection (the aorta io layer).\n"
 		"\n"
 		"Server:\n"
-		"  -a, --address=ADDR      bind address (default 127.0.0.1; IPv4)\n"
+		"  -a, --address=ADDR      bind address, IPv4 or IPv6 (default 127.0.0.1;\n"
+		"                          :: takes both, [::1] = ::1)\n"
 		"  -p, --port=PORT         port (default 0: ephemeral; see port=N)\n"
 		"  -w, --workers=N         executor workers (default 0: one per CPU)\n"
 		"  -r, --rings=N           ring threads (default 1)\n"
@@ -91,6 +93,9 @@ static void usage(FILE *f)
 		"  -m, --mode=M            worker (default: strand + worker + send path)\n"
 		"                          or ring (echo straight from the ring thread)\n"
 		"  -x, --discipline=D      executor: shared or steal (default steal)\n"
+		"      --no-assist         worker mode: every handler on a worker (no\n"
+		"                          AO_SERVER_RING_ASSIST: the ring never runs\n"
+		"                          a strand's turn itself)\n"
 		"Limits:\n"
 		"      --max-packet=B      largest packet (default 65536; k = 1024)\n"
 		"      --max-conns=N       connections open at once (default 10000)\n"
@@ -134,6 +139,7 @@ enum {
 	OPT_BUFFERS,
 	OPT_DRAIN_TIMEOUT,
 	OPT_JSON,
+	OPT_NO_ASSIST,
 };
 
 static const struct option long_opts[] = {
@@ -152,6 +158,7 @@ static const struct option long_opts[] = {
 	{ "drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT },
 	{ "stats", required_argument, NULL, 's' },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "no-assist", no_argument, NULL, OPT_NO_ASSIST },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -184,7 +191,8 @@ static uint64_t need_duration(const char *name, const char *s, uint64_t min,
 
 static void parse_args(int argc, char **argv, struct echo_opts *o)
 {
-	struct in_addr a;
+	struct sockaddr_storage ss;
+	socklen_t sslen;
 	uint64_t v;
 	int c;
 
@@ -204,9 +212,9 @@ static void parse_args(int argc, char **argv, struct echo_opts *o)
 				NULL)) != -1) {
 		switch (c) {
 		case 'a':
-			if (inet_pton(AF_INET, optarg, &a) != 1)
-				bad_usage("--address: '%s' is not an IPv4 "
-					  "address",
+			if (parse_addr(optarg, 0, &ss, &sslen))
+				bad_usage("--address: '%s' is not an IPv4 or "
+					  "IPv6 address",
 					  optarg);
 			o->address = optarg;
 			break;
@@ -296,6 +304,9 @@ static void parse_args(int argc, char **argv, struct echo_opts *o)
 			break;
 		case OPT_JSON:
 			o->json = true;
+			break;
+		case OPT_NO_ASSIST:
+			o->no_assist = true;
 			break;
 		case 'q':
 			o->quiet = true;
@@ -595,6 +606,8 @@ static int start(struct echo *e)
 	cfg.flags = AO_SERVER_QUIET;
 	if (o->mode == MODE_RING)
 		cfg.flags |= AO_SERVER_RING_HANDLERS;
+	else if (!o->no_assist)
+		cfg.flags |= AO_SERVER_RING_ASSIST; /* see the top */
 	cfg.handlers.on_packet = on_packet;
 	err = ao_server_create(&cfg, &e->srv);
 	if (err) {

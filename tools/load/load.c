@@ -59,7 +59,8 @@ static void usage(FILE *f)
 		"Load an echo server and measure its latency.\n"
 		"\n"
 		"Target:\n"
-		"  -a, --addr=ADDR       server address (default 127.0.0.1; IPv4 or IPv6)\n"
+		"  -a, --addr=ADDR       server address: IPv4 or IPv6, as 127.0.0.1, ::1\n"
+		"                        or [::1] (default 127.0.0.1)\n"
 		"  -p, --port=PORT       server port (required)\n"
 		"  -f, --framing=F       raw, len16 or len32 (2/4-byte length header in\n"
 		"                        network byte order; default raw): as the server\n"
@@ -165,8 +166,6 @@ static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 {
 	struct load_opts *o = &ctx->o;
 	bool have_port = false, have_duration = false;
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ctx->sa;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ctx->sa;
 	uint64_t v;
 	int c;
 
@@ -311,19 +310,10 @@ static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 		}
 	}
 
-	memset(&ctx->sa, 0, sizeof(ctx->sa));
-	if (inet_pton(AF_INET, o->addr, &sin->sin_addr) == 1) {
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(o->port);
-		ctx->salen = sizeof(*sin);
-	} else if (inet_pton(AF_INET6, o->addr, &sin6->sin6_addr) == 1) {
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(o->port);
-		ctx->salen = sizeof(*sin6);
-	} else {
-		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address",
+	if (parse_addr(o->addr, o->port, &ctx->sa, &ctx->salen))
+		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address (like "
+			  "127.0.0.1, ::1 or [::1])",
 			  o->addr);
-	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -370,10 +360,7 @@ uint32_t conn_inflight(const struct worker *w, const struct conn *c)
 
 static void conn_mark_dirty(struct worker *w, struct conn *c)
 {
-	if (!c->dirty) {
-		c->dirty = true;
-		w->flush[w->nflush++] = c;
-	}
+	eng_mark_dirty(&w->eng, &c->ec);
 }
 
 static void conn_queue(struct worker *w, struct conn *c, uint64_t t_start,
@@ -522,7 +509,7 @@ void conn_fail(struct worker *w, struct conn *c, int err)
 	/* Wakes any operation in flight; the engine closes the fd later. */
 	shutdown(c->fd, SHUT_RDWR);
 	if (w->on_dead)
-		w->on_dead(w, c);
+		w->on_dead(&w->eng, &c->ec);
 }
 
 static void check_timeouts(struct worker *w, uint64_t now, bool all)
@@ -635,32 +622,8 @@ static void sleep_until(uint64_t t)
 
 static int conn_connect(struct load_ctx *ctx, struct conn *c)
 {
-	int one = 1, err = 0, r;
-	socklen_t len = sizeof(err);
-	struct pollfd pfd;
-
-	c->fd = socket(ctx->sa.ss_family,
-		       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd < 0)
-		return errno;
-	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
-		return errno;
-	if (!connect(c->fd, (struct sockaddr *)&ctx->sa, ctx->salen))
-		return 0;
-	if (errno != EINPROGRESS)
-		return errno;
-	pfd.fd = c->fd;
-	pfd.events = POLLOUT;
-	do {
-		r = poll(&pfd, 1, (int)(ctx->o.timeout_ns / 1000000));
-	} while (r < 0 && errno == EINTR);
-	if (r < 0)
-		return errno;
-	if (r == 0)
-		return ETIMEDOUT;
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len))
-		return errno;
-	return err;
+	return eng_connect((struct sockaddr *)&ctx->sa, ctx->salen,
+			   ctx->o.timeout_ns, &c->fd);
 }
 
 static int worker_setup(struct worker *w, uint64_t ramp_t0)

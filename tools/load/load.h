@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ao-load's shared state: the options, the connections and the per-thread
- * workers, and the request logic the two engines (epoll.c, uring.c) share.
+ * workers, and the request logic the two engines (tools/common/) share.
  *
  * Each connection keeps its requests in flight in a ring of P frames (P =
  * --pipeline).  Three stream counters drive it: frames queued (n_queued),
@@ -17,7 +17,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 #include <sys/socket.h>
-#include "hist.h"
+#include "../common/engine.h"
+#include "../common/hist.h"
 #include "proto.h"
 
 enum engine { ENGINE_EPOLL, ENGINE_URING };
@@ -49,24 +50,21 @@ struct load_opts {
 };
 
 struct conn {
-	int fd;
+	union { /* the engine's part: fd, dead, dirty, rxbuf, ... */
+		struct eng_conn ec;
+		struct {
+			ENG_CONN_MEMBERS
+		};
+	};
 	uint32_t id; /* 0..conns-1 over all threads */
 	uint32_t idx; /* in its worker */
-	bool dead;
-	bool dirty; /* on the worker's flush list */
 	bool bad; /* the frame being received has a wrong byte */
-	bool pollout; /* epoll: EPOLLOUT armed */
-	bool tx_busy; /* uring: a send in flight */
-	bool rx_busy; /* uring: a recv in flight */
 	uint8_t *ring; /* pipeline frames */
 	uint64_t *t_start; /* per ring slot: latency measured from here */
 	uint64_t n_queued; /* frames built */
 	uint64_t n_due; /* open loop: frames whose intended time has come */
 	uint64_t tx, rx; /* stream bytes sent, received and checked */
 	uint64_t last_progress; /* ns: last byte back, or first in flight */
-	uint8_t *rxbuf; /* uring: this connection's receive buffer */
-	struct iovec iov[2]; /* uring: the send in flight */
-	struct msghdr msg;
 };
 
 /* Counters a worker publishes (relaxed atomics) for the progress line. */
@@ -80,15 +78,18 @@ struct wstats {
 };
 
 struct load_ctx;
-struct io_uring;
 
 struct worker {
+	union { /* the engine's state: flush list, epfd, ring, err, ... */
+		struct eng eng;
+		struct {
+			ENG_MEMBERS
+		};
+	};
 	struct load_ctx *ctx;
 	unsigned int tid;
 	uint32_t nconns;
 	struct conn *conns;
-	struct conn **flush; /* dirty connections */
-	uint32_t nflush;
 	uint32_t alive;
 	uint64_t quota; /* --requests share; UINT64_MAX without */
 	uint64_t issued;
@@ -103,11 +104,6 @@ struct worker {
 	uint32_t connected;
 	struct wstats st;
 	struct hist hist;
-	char err[160]; /* a fatal engine error, or "" */
-	/* The engine's part of a connection failing (epoll: leave the set). */
-	void (*on_dead)(struct worker *w, struct conn *c);
-	int epfd; /* epoll engine */
-	struct io_uring *ring; /* uring engine */
 };
 
 struct load_ctx {
@@ -145,7 +141,8 @@ void worker_error(struct worker *w, const char *fmt, ...)
 void conn_log(struct worker *w, struct conn *c, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* The engines: run the worker's connections to the end; 0 or -1 (err). */
+/* The engines (engine.c, over the shared ones in tools/common/): run the
+ * worker's connections to the end; 0 or -1 (err). */
 int engine_epoll_run(struct worker *w);
 int engine_uring_run(struct worker *w);
 /* Before the load starts, on the worker's thread: 0 or -1 (err). */

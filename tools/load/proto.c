@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 /* Framing, payload and option values of ao-load: see proto.h. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include "proto.h"
 
 static const char *const framing_names[] = {
@@ -219,4 +223,41 @@ int parse_duration(const char *s, uint64_t min_ns, uint64_t max_ns,
 		return -1;
 	*out = v;
 	return 0;
+}
+
+int parse_addr(const char *s, uint16_t port, struct sockaddr_storage *sa,
+	       socklen_t *len)
+{
+	struct addrinfo hints = {
+		.ai_flags = AI_NUMERICHOST,
+		.ai_socktype = SOCK_STREAM,
+	};
+	struct addrinfo *res;
+	char host[NI_MAXHOST];
+	struct in_addr a4;
+	size_t n = strlen(s);
+	bool bracket = n >= 2 && s[0] == '[' && s[n - 1] == ']';
+	int r = -1;
+
+	if (n >= sizeof(host))
+		return -1;
+	memcpy(host, s + bracket, n - 2 * bracket);
+	host[n - 2 * bracket] = '\0';
+	if (!host[0] || getaddrinfo(host, NULL, &hints, &res))
+		return -1;
+	if (res->ai_addrlen <= sizeof(*sa) &&
+	    (res->ai_family == AF_INET6 ||
+	     (res->ai_family == AF_INET && !bracket &&
+	      inet_pton(AF_INET, host, &a4) == 1))) {
+		memset(sa, 0, sizeof(*sa));
+		memcpy(sa, res->ai_addr, res->ai_addrlen);
+		if (res->ai_family == AF_INET6)
+			((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
+		else
+			((struct sockaddr_in *)sa)->sin_port = htons(port);
+		*len = res->ai_addrlen;
+		r = 0;
+	}
+	freeaddrinfo(res);
+	return r;
 }

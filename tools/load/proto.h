@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The pure parts of ao-load: the framing on the wire, the request payload,
- * and the parsing of option values.  No I/O, so tests can include proto.c.
+ * and the parsing of option values (server addresses included: ao-echo,
+ * ao-misbehave and the other tools parse theirs here too).  No I/O, so
+ * tests can include proto.c.
  *
  * A request is a frame: with len16 or len32 framing a 2- or 4-byte header
  * holding the payload length (network byte order, the header excluded),
@@ -17,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 enum framing { FRAMING_RAW, FRAMING_LEN16, FRAMING_LEN32 };
 
@@ -53,5 +56,14 @@ int parse_count(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 int parse_duration(const char *s, uint64_t min_ns, uint64_t max_ns,
 		   uint64_t *out);
+/*
+ *  parse_addr: a numeric address, with port, into *sa (a struct
+ *  sockaddr_storage) and its size into *len: an IPv4 dotted quad
+ *  ("127.0.0.1") or an IPv6 address, bare or in brackets ("::1", "[::1]",
+ *  "fe80::1%eth0").  getaddrinfo() with AI_NUMERICHOST: never a name
+ *  lookup, and none of inet_aton()'s shorthands ("1.2.3").
+ */
+int parse_addr(const char *s, uint16_t port, struct sockaddr_storage *sa,
+	       socklen_t *len);
 
 #endif /* AO_LOAD_PROTO_H */

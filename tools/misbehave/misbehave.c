@@ -321,20 +321,12 @@ static void set_addr(const char *s)
 	struct sockaddr_in *sin = (struct sockaddr_in *)&o.sa;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&o.sa;
 
-	memset(&o.sa, 0, sizeof(o.sa));
-	if (inet_pton(AF_INET, s, &sin->sin_addr) == 1) {
-		if ((ntohl(sin->sin_addr.s_addr) >> 24) != 127)
-			bad_usage("--addr: %s is not a loopback address", s);
-		sin->sin_family = AF_INET;
-		o.salen = sizeof(*sin);
-	} else if (inet_pton(AF_INET6, s, &sin6->sin6_addr) == 1) {
-		if (!IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr))
-			bad_usage("--addr: %s is not a loopback address", s);
-		sin6->sin6_family = AF_INET6;
-		o.salen = sizeof(*sin6);
-	} else {
+	if (parse_addr(s, o.port, &o.sa, &o.salen))
 		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address", s);
-	}
+	if (o.sa.ss_family == AF_INET ?
+		    (ntohl(sin->sin_addr.s_addr) >> 24) != 127 :
+		    !IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr))
+		bad_usage("--addr: %s is not a loopback address", s);
 }
 
 static void parse_args(int argc, char **argv)
@@ -472,10 +464,6 @@ static void parse_args(int argc, char **argv)
 	if (!have_frames && o.mode == M_CHURN)
 		o.frames = 16;
 	set_addr(o.addr);
-	if (o.sa.ss_family == AF_INET)
-		((struct sockaddr_in *)&o.sa)->sin_port = htons(o.port);
-	else
-		((struct sockaddr_in6 *)&o.sa)->sin6_port = htons(o.port);
 }
 
 /* Fill p with n bytes of the stream seeded by seed. */

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <aorta/compiler.h>
+#include <aorta/core/call.h>
 #include <aorta/core/work.h>
 
 /* Queue discipline. */
@@ -127,6 +128,12 @@ AO_API void ao_exec_shutdown(struct ao_exec *ex);
 AO_API int ao_exec_submit(struct ao_exec *ex, struct ao_work *work);
 /* Submit an item if there is room now; never blocks (-EAGAIN if full). */
 AO_API int ao_exec_try_submit(struct ao_exec *ex, struct ao_work *work);
+/* Run fn(arg) on ex, as ao_exec_submit() would an item (core/call.h): the
+ * item comes from the calling thread's cache.  Refused (-EAGAIN,
+ * -ESHUTDOWN, -ENOMEM, -EINVAL): fn is not run and arg not touched. */
+AO_API int ao_exec_call(struct ao_exec *ex, ao_call_fn fn, void *arg);
+/* Same, but never blocks (-EAGAIN if full). */
+AO_API int ao_exec_try_call(struct ao_exec *ex, ao_call_fn fn, void *arg);
 /* Wait until every item accepted so far has run (the executor is idle at
  * some instant).  -EDEADLK from one of its own workers. */
 AO_API int ao_exec_drain(struct ao_exec *ex);

@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 #include <aorta/compiler.h>
+#include <aorta/core/call.h>
 #include <aorta/core/work.h>
 #include <aorta/sync/eventcount.h>
 
@@ -50,6 +51,11 @@ AO_API void ao_group_work_init(struct ao_group_work *gw, ao_work_fn fn);
 AO_API int ao_group_submit(struct ao_group *g, struct ao_group_work *gw);
 /* Same, but never blocks (-EAGAIN if the executor is full). */
 AO_API int ao_group_try_submit(struct ao_group *g, struct ao_group_work *gw);
+/* Count fn(arg) in and run it on the group's executor (core/call.h).
+ * Refused: not counted, fn is not run and arg not touched. */
+AO_API int ao_group_call(struct ao_group *g, ao_call_fn fn, void *arg);
+/* Same, but never blocks (-EAGAIN if the executor is full). */
+AO_API int ao_group_try_call(struct ao_group *g, ao_call_fn fn, void *arg);
 /* Count n items of outside work in. */
 AO_API void ao_group_add(struct ao_group *g, unsigned int n);
 /* Count one item out (after ao_group_add()). */

@@ -52,8 +52,9 @@ struct ao_timer_event {
 	uint64_t deadline; /* the deadline this run is for (ns) */
 	uint64_t now; /* the service clock when the callback started */
 	int64_t late_ns; /* now - deadline */
-	uint64_t tick; /* periodic: deadline / period, +1 (+ skipped) per
-			* run; one-shot: 0 */
+	uint64_t tick; /* periodic: the tick's number, deadline / period
+			* (integer division), so one more than the last run's,
+			* plus skipped; one-shot: 0 */
 	uint64_t skipped; /* periodic: ticks skipped just before this one */
 };
 
@@ -117,8 +118,9 @@ struct ao_timers_stats {
 	uint64_t late_p99_ns;
 	uint64_t late_max_ns;
 	uint64_t polls; /* expiry steps run */
-	uint64_t step_max_ns; /* the longest expiry step (wheel work, not
-			       * callbacks) */
+	uint64_t step_max_ns; /* the longest expiry step (wheel work under
+			       * the shard lock, not callbacks; wall time, so
+			       * a preempted step counts its wait) */
 	uint64_t sleeps; /* waits of a worker until a deadline */
 	uint64_t spins; /* precise deadlines reached by spinning */
 };
@@ -144,6 +146,10 @@ AO_API int ao_timers_advance(struct ao_timers *ts, uint64_t ns);
 /* Statistics; -EINVAL. */
 AO_API int ao_timers_stats(const struct ao_timers *ts,
 			   struct ao_timers_stats *st);
+/* Zero the counters, the lateness histogram and the longest step (armed,
+ * fired, cancelled, skipped, polls, sleeps, spins; pending is a state,
+ * not a counter, and stays).  -EINVAL. */
+AO_API int ao_timers_stats_reset(struct ao_timers *ts);
 
 /* A timer whose callback runs on one of ts's executor's workers.  Arming
  * from one thread and from many timers at once costs no shared lock: each

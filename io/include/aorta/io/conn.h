@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <aorta/compiler.h>
 
 struct ao_buf;
@@ -65,6 +66,12 @@ AO_API int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf);
 /* Close after queued sends are flushed (reason AO_CLOSE_LOCAL); from any
  * thread.  0, or -ENOTCONN if it is already closing. */
 AO_API int ao_conn_close(struct ao_conn *c);
+/* Close at once as a slow consumer (reason AO_CLOSE_SLOW), dropping what
+ * is queued: for a server that bounds a reader's lag itself, as one that
+ * skips updates for a client still busy with the previous one must, its
+ * send queue then never reaching sendq_max.  From any thread.  0, or
+ * -ENOTCONN if it is already closing. */
+AO_API int ao_conn_close_slow(struct ao_conn *c);
 /* True until the connection starts closing (a snapshot). */
 AO_API bool ao_conn_is_open(const struct ao_conn *c);
 
@@ -74,7 +81,17 @@ AO_API uint64_t ao_conn_id(const struct ao_conn *c);
 AO_API struct ao_server *ao_conn_server(const struct ao_conn *c);
 /* Index of the ring that owns the connection. */
 AO_API unsigned int ao_conn_ring(const struct ao_conn *c);
-/* The peer's address. */
+/*
+ * The peer's address, as getpeername(2) gives it: at most *len bytes are
+ * copied to sa and *len is set to the address's full size (a struct
+ * sockaddr_storage holds either family).  An IPv4 client of a listener
+ * bound to "::" (dual stack) is an IPv4-mapped IPv6 address,
+ * ::ffff:a.b.c.d.  0, or -EINVAL.
+ */
+AO_API int ao_conn_peer_addr(const struct ao_conn *c, struct sockaddr *sa,
+			     socklen_t *len);
+/* The peer's IPv4 address (a mapped one too, see above); for an IPv6 peer
+ * *sa is zeroed (sin_family AF_UNSPEC): use ao_conn_peer_addr(). */
 AO_API void ao_conn_peer(const struct ao_conn *c, struct sockaddr_in *sa);
 /* Bytes queued for sending and not yet sent (a snapshot). */
 AO_API size_t ao_conn_send_queued(struct ao_conn *c);

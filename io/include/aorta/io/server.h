@@ -58,6 +58,7 @@ struct ao_server_handlers {
 /* Flags for struct ao_server_config. */
 #define AO_SERVER_QUIET 0x1u /* do not log the backend to stderr */
 #define AO_SERVER_RING_HANDLERS 0x2u /* handlers on the ring thread */
+#define AO_SERVER_RING_ASSIST 0x4u /* the ring runs strand turns itself */
 
 /*
  * AO_SERVER_RING_HANDLERS: every handler runs on the ring thread that owns
@@ -78,10 +79,28 @@ struct ao_server_handlers {
  *    bounded by sendq_max (closed as a slow consumer);
  *  - a negative return from on_packet closes the connection at once
  *    (AO_CLOSE_PROTOCOL): the rest of that receive is dropped.
+ *
+ * AO_SERVER_RING_ASSIST: handlers keep their strands (order, one at a
+ * time, on_open first and on_close last, session_backlog), but when a
+ * strand has nobody running it, the ring takes its turn and runs it
+ * itself after the batch of events, instead of queueing it and waking a
+ * worker; so a handler that answers at once costs no wake-up and no hop
+ * either way.  Bounded: per loop the ring runs at most 250 us of turns
+ * (a turn is up to the strand's batch of items) and hands the rest to the
+ * workers, and a connection whose turn took more than 1 ms goes to the
+ * workers for good.  A handler that blocks still holds up the whole ring
+ * for as long as it blocks (once per connection): set the flag only when
+ * handlers do not block.  On the ring, ao_exec_current() is NULL and
+ * ao_strand_current() is the connection's strand.  Ignored with
+ * AO_SERVER_RING_HANDLERS.
  */
 
 struct ao_server_config {
-	const char *address; /* IPv4 address to bind; NULL: "127.0.0.1" */
+	const char *address; /* numeric IPv4 or IPv6 address to bind
+			      * ("10.0.0.1", "::1", "[::1]", "fe80::1%eth0");
+			      * "::" is dual stack (IPv6 and IPv4 clients);
+			      * "0.0.0.0" every IPv4 address; NULL:
+			      * "127.0.0.1" */
 	uint16_t port; /* 0: ephemeral (see ao_server_port()) */
 	int backlog; /* listen() backlog; 0: 512 */
 	unsigned int rings; /* ring threads (SO_REUSEPORT if > 1); 0: 1 */
@@ -134,8 +153,9 @@ struct ao_io_stats {
 	uint64_t accept_errors; /* accept failures (EMFILE, ...) */
 };
 
-/* Create a server (not started); 0, -EINVAL for a bad config, -ENOMEM,
- * or the error from creating its executor or pool. */
+/* Create a server (not started); 0, -EINVAL for a bad config (an address
+ * that is not a numeric IPv4 or IPv6 one included), -ENOMEM, or the error
+ * from creating its executor or pool. */
 AO_API int ao_server_create(const struct ao_server_config *cfg,
 			    struct ao_server **out);
 /* Bind, listen and start the ring threads.  0; -EADDRINUSE etc. from the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The log-linear latency histogram of ao-load: see hist.h. */
+/* The log-linear latency histogram of ao-load and ao-bots: see hist.h. */
 #include <errno.h>
 #include <string.h>
 #include "hist.h"

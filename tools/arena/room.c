@@ -1,0 +1,1131 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The arena server: players, rooms and their ticks, on aorta's public
+ * API only (<aorta/...>).
+ *
+ * Data flow.  The server cuts each connection's bytes into packets
+ * (len16, little-endian) and runs on_packet, on the ring thread
+ * (AO_SERVER_RING_HANDLERS, the default) or on the connection's strand.
+ * The handler decodes the message and checks it against the player's
+ * state (PROTOCOL.md): hello and ping are answered at once; join picks a
+ * room under the lobby lock; input, chat, leave and a disconnect become
+ * events in the room's inbox (a vector under a spinlock).  Nothing else
+ * of the room is touched there.
+ *
+ * Each room has one strand and one periodic timer on it, so everything
+ * the room owns (its members, their positions, its chat numbers) is used
+ * by one thread at a time without a lock.  A tick:
+ *
+ *   1. notes which members still have something queued (ao_conn_send_
+ *      queued(): their previous snapshot is not out yet);
+ *   2. takes the inbox and applies its events in order: joins add a
+ *      member at a spawn point, inputs move (ap_move(), the rules the
+ *      bots predict with), chats are kept, leaves and disconnects remove;
+ *   3. sends joined to the new members (with the final member count);
+ *   4. sends each chat line as one buffer, with ao_conn_send_packet() to
+ *      every member and to those who left in this tick (so a player's
+ *      own line sent before its leave still reaches it);
+ *   5. builds ONE snapshot buffer and sends that same buffer to every
+ *      member (each send takes a reference: no copy per member), except
+ *      to the members of step 1, which skip this one (snap_skipped; the
+ *      next one they get is the newest, and the room never waits); a
+ *      member skipped for --stall-timeout is closed as a slow consumer;
+ *   6. hands the leavers that asked to join another room meanwhile to
+ *      that room (only now: nothing of this room can reach them after
+ *      the other room's joined), and frees the players that are gone.
+ *
+ * Tick numbers are the server's: tick t of any room is due t periods
+ * after the start (plus the room's phase: rooms' ticks are spread over
+ * the period so that they do not all wake at once).  A player moving to
+ * a room whose tick number is not above the last one it was in waits a
+ * tick (joins_deferred), so a player never sees a tick twice.
+ *
+ * Lock order: a player's lock, then the lobby lock, then a room's inbox
+ * lock.  A player is freed by the room that applies its disconnect, or
+ * by the handler when it was in no room.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <aorta/core/bufpool.h>
+#include <aorta/core/exec.h>
+#include <aorta/core/strand.h>
+#include <aorta/core/timer.h>
+#include <aorta/io/conn.h>
+#include <aorta/io/server.h>
+#include <aorta/sync/spinlock.h>
+#include "arena.h"
+
+#define NS 1000000000ull
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define ADD(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
+#define SUB(x, n) __atomic_fetch_sub(&(x), (n), __ATOMIC_RELAXED)
+
+enum ev_kind { EV_JOIN, EV_INPUT, EV_CHAT, EV_LEAVE, EV_GONE };
+
+struct player;
+
+struct event {
+	struct player *p;
+	uint8_t kind;
+	uint8_t dir;
+	uint32_t seq;
+	struct ao_buf *buf; /* chat: the packet (a reference) */
+};
+
+struct inbox {
+	struct event *ev;
+	uint32_t n, cap;
+};
+
+struct room {
+	struct arena *a;
+	uint32_t id; /* 1, 2, ... */
+	struct ao_strand strand;
+	struct ao_timer tick;
+	struct ao_spinlock lock; /* the inbox */
+	struct inbox in;
+	uint32_t reserved; /* lobby lock: players admitted, not yet out */
+	uint32_t count; /* members (written by the strand, read racily) */
+	/* The strand's. */
+	struct inbox work;
+	struct player **members;
+	uint32_t nmembers;
+	struct player **joiners, **leavers, **gone;
+	uint32_t njoiners, nleavers, ngone;
+	struct event *chats;
+	uint32_t nchats, cap_chats;
+	uint32_t chat_seq;
+};
+
+enum pstate { P_NEW, P_LOBBY, P_ROOM, P_LEAVING };
+
+struct player {
+	struct arena *a;
+	struct ao_conn *conn; /* a reference, put when freed */
+	struct ao_spinlock lock;
+	/* Under lock. */
+	enum pstate state;
+	struct room *room; /* P_ROOM: joined or joining; P_LEAVING: left */
+	bool want_join; /* a join came while leaving */
+	uint32_t join_room;
+	bool closed;
+	/* The handler's. */
+	bool hello; /* hello taken */
+	uint32_t id;
+	uint32_t last_seq; /* the last input seq taken */
+	uint32_t pending; /* atomic: inputs and chats not applied yet */
+	/* The rooms' (one room's strand at a time). */
+	struct room *member_of;
+	uint32_t slot;
+	uint16_t x, y;
+	uint32_t applied_seq;
+	uint32_t last_tick;
+	bool has_tick;
+	bool stalled;
+	uint64_t stall_since;
+};
+
+struct arena {
+	struct arena_opts o;
+	struct ao_exec *exec;
+	struct ao_timers *timers;
+	struct ao_bufpool *pool;
+	struct ao_server *srv;
+	struct ap_world world;
+	uint64_t period;
+	uint64_t base; /* tick t of a room is due at base + t period + phase */
+	size_t buf_size;
+
+	struct ao_spinlock lobby; /* the rooms and their reserved counts */
+	struct room **rooms;
+	uint32_t nrooms, cap_rooms;
+	bool stopping; /* no room is made any more */
+
+	uint32_t next_id; /* atomic */
+	struct ao_spinlock hist_lock;
+	struct hist late, work;
+	struct arena_stats st; /* counters: relaxed atomics */
+};
+
+static const char *const close_names[AC_NR] = {
+	[AC_BAD_TYPE] = "bad_type", [AC_MALFORMED] = "malformed",
+	[AC_ORDER] = "order",	    [AC_CHAT_LONG] = "chat_long",
+	[AC_FLOOD] = "flood",	    [AC_SERVER_FULL] = "server_full",
+	[AC_STALLED] = "stalled",   [AC_NOBUF] = "nobuf",
+};
+
+const char *arena_close_name(enum arena_close why)
+{
+	return why < AC_NR ? close_names[why] : "?";
+}
+
+/* ------------------------------------------------------------------ */
+/* Buffers and sends */
+
+/* A buffer holding one payload; NULL if the pool is empty. */
+static struct ao_buf *payload_buf(struct arena *a, const uint8_t *p, size_t len)
+{
+	struct ao_buf *b = ao_buf_get(a->pool);
+
+	if (!b)
+		return NULL;
+	memcpy(b->data, p, len);
+	b->len = (uint32_t)len;
+	return b;
+}
+
+/* Send one payload to one connection (a reply). */
+static int reply(struct arena *a, struct ao_conn *c, const uint8_t *p,
+		 size_t len)
+{
+	struct ao_buf *b = payload_buf(a, p, len);
+	int r;
+
+	if (!b)
+		return -ENOBUFS;
+	r = ao_conn_send_packet(c, b);
+	ao_buf_put(b);
+	return r;
+}
+
+/*
+ * Send buf to a member: the same buffer (a reference), or a copy with
+ * --copy-broadcast (what a server without refcounted buffers does).  A
+ * copy the pool cannot give: a snapshot is skipped for that member
+ * (false), but a chat line must not be lost, so the member is closed as a
+ * slow consumer (counted: nobuf) rather than miss it.
+ */
+static bool send_shared(struct arena *a, struct ao_conn *c, struct ao_buf *buf,
+			bool reliable)
+{
+	struct ao_buf *copy;
+
+	if (!a->o.copy_broadcast) {
+		ao_conn_send_packet(c, buf);
+		return true;
+	}
+	copy = ao_buf_get(a->pool);
+	if (!copy) {
+		if (reliable && !ao_conn_close_slow(c))
+			ADD(a->st.closes[AC_NOBUF], 1);
+		return false;
+	}
+	memcpy(copy->data, buf->data, buf->len);
+	copy->len = buf->len;
+	ao_conn_send_packet(c, copy);
+	ao_buf_put(copy);
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Players */
+
+static void player_free(struct player *p)
+{
+	struct arena *a = p->a;
+
+	ao_conn_put(p->conn);
+	free(p);
+	SUB(a->st.players, 1);
+}
+
+static int inbox_push(struct inbox *in, const struct event *e)
+{
+	if (in->n == in->cap) {
+		uint32_t cap = in->cap ? 2 * in->cap : 64;
+		struct event *ev = realloc(in->ev, cap * sizeof(*ev));
+
+		if (!ev)
+			return -ENOMEM;
+		in->ev = ev;
+		in->cap = cap;
+	}
+	in->ev[in->n++] = *e;
+	return 0;
+}
+
+static int room_push(struct room *r, const struct event *e)
+{
+	int err;
+
+	ao_spin_lock(&r->lock);
+	err = inbox_push(&r->in, e);
+	ao_spin_unlock(&r->lock);
+	return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* Rooms */
+
+static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev);
+
+/* A new room (under the lobby lock), its tick armed. */
+static struct room *room_new(struct arena *a)
+{
+	uint32_t idx = a->nrooms, phase;
+	uint64_t now, first, k;
+	struct room *r;
+
+	if (a->nrooms == a->cap_rooms) {
+		uint32_t cap = a->cap_rooms ? 2 * a->cap_rooms : 16;
+		struct room **rooms = realloc(a->rooms, cap * sizeof(*rooms));
+
+		if (!rooms)
+			return NULL;
+		a->rooms = rooms;
+		a->cap_rooms = cap;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r)
+		r->members = calloc(a->o.room_size, sizeof(*r->members));
+	if (r && r->members) {
+		r->joiners = calloc(a->o.room_size, sizeof(*r->joiners));
+		r->leavers = calloc(a->o.room_size, sizeof(*r->leavers));
+		r->gone = calloc(a->o.room_size, sizeof(*r->gone));
+	}
+	if (!r || !r->members || !r->joiners || !r->leavers || !r->gone) {
+		if (r) {
+			free(r->members);
+			free(r->joiners);
+			free(r->leavers);
+			free(r->gone);
+		}
+		free(r);
+		return NULL;
+	}
+	r->a = a;
+	r->id = idx + 1;
+	ao_spin_init(&r->lock);
+	ao_strand_init(&r->strand, a->exec);
+	ao_timer_init_strand(&r->tick, &r->strand, room_tick);
+	/* Spread the rooms' phases over the period (golden ratio steps). */
+	phase = idx * 2654435769u;
+	now = ao_timers_now(a->timers);
+	k = (now - a->base) / a->period + 1;
+	first = a->base + k * a->period +
+		(uint64_t)(((unsigned __int128)a->period * phase) >> 32);
+	if (ao_timer_arm_periodic(&r->tick, first, a->period,
+				  a->o.precise ? AO_TIMER_PRECISE : 0)) {
+		free(r->members);
+		free(r->joiners);
+		free(r->leavers);
+		free(r->gone);
+		free(r);
+		return NULL;
+	}
+	a->rooms[a->nrooms++] = r;
+	ADD(a->st.rooms, 1);
+	return r;
+}
+
+/* Admit a player to room `want` (or any): the room, or NULL with *err
+ * (AP_ERR_NO_ROOM, AP_ERR_ROOM_FULL, or AP_ERR_SERVER_FULL when no room
+ * could be made). */
+static struct room *lobby_pick(struct arena *a, uint32_t want, int *err)
+{
+	struct room *r = NULL;
+	uint32_t i;
+
+	ao_spin_lock(&a->lobby);
+	if (want != AP_ROOM_ANY) {
+		if (want == 0 || want > a->nrooms) {
+			*err = AP_ERR_NO_ROOM;
+			goto out;
+		}
+		r = a->rooms[want - 1];
+		if (r->reserved >= a->o.room_size) {
+			*err = AP_ERR_ROOM_FULL;
+			r = NULL;
+			goto out;
+		}
+	} else {
+		for (i = 0; i < a->nrooms && !r; i++)
+			if (a->rooms[i]->reserved < a->o.room_size)
+				r = a->rooms[i];
+		if (!r && !a->stopping)
+			r = room_new(a);
+		if (!r) {
+			*err = AP_ERR_SERVER_FULL;
+			goto out;
+		}
+	}
+	r->reserved++;
+out:
+	ao_spin_unlock(&a->lobby);
+	return r;
+}
+
+static void lobby_release(struct arena *a, struct room *r)
+{
+	ao_spin_lock(&a->lobby);
+	r->reserved--;
+	ao_spin_unlock(&a->lobby);
+}
+
+static void member_add(struct room *r, struct player *p)
+{
+	struct arena *a = r->a;
+
+	p->member_of = r;
+	p->slot = r->nmembers;
+	r->members[r->nmembers++] = p;
+	ap_spawn(&a->world, p->id, r->id, &p->x, &p->y);
+	p->stalled = false;
+	p->stall_since = 0;
+	r->joiners[r->njoiners++] = p;
+	ADD(a->st.in_rooms, 1);
+	ADD(a->st.joins, 1);
+}
+
+static void member_remove(struct room *r, struct player *p)
+{
+	struct player *last = r->members[--r->nmembers];
+	uint32_t i;
+
+	r->members[p->slot] = last;
+	last->slot = p->slot;
+	p->member_of = NULL;
+	/* A member that joined in this very tick gets no joined. */
+	for (i = 0; i < r->njoiners; i++) {
+		if (r->joiners[i] == p) {
+			r->joiners[i] = r->joiners[--r->njoiners];
+			break;
+		}
+	}
+	lobby_release(r->a, r);
+	SUB(r->a->st.in_rooms, 1);
+}
+
+/* Step 2: apply the events; false if one must wait for the next tick
+ * (the rest of them are put back in front of the inbox). */
+static void apply_events(struct room *r, uint32_t tick, bool final)
+{
+	struct arena *a = r->a;
+	struct inbox *w = &r->work;
+	uint32_t i, inputs = 0;
+
+	ao_spin_lock(&r->lock);
+	*w = r->in;
+	r->in.ev = NULL;
+	r->in.n = r->in.cap = 0;
+	ao_spin_unlock(&r->lock);
+
+	for (i = 0; i < w->n; i++) {
+		struct event *e = &w->ev[i];
+		struct player *p = e->p;
+
+		switch (e->kind) {
+		case EV_JOIN:
+			if (!final && p->has_tick && p->last_tick >= tick)
+				goto defer;
+			member_add(r, p);
+			break;
+		case EV_INPUT:
+			SUB(p->pending, 1);
+			if (p->member_of != r)
+				break;
+			ap_move(&a->world, &p->x, &p->y, e->dir);
+			p->applied_seq = e->seq;
+			inputs++;
+			break;
+		case EV_CHAT:
+			SUB(p->pending, 1);
+			if (p->member_of != r || final) {
+				ao_buf_put(e->buf);
+				break;
+			}
+			if (r->nchats == r->cap_chats) {
+				uint32_t cap = r->cap_chats ? 2 * r->cap_chats :
+							      16;
+				struct event *c =
+					realloc(r->chats, cap * sizeof(*c));
+
+				if (!c) {
+					ao_buf_put(e->buf);
+					break;
+				}
+				r->chats = c;
+				r->cap_chats = cap;
+			}
+			r->chats[r->nchats++] = *e;
+			break;
+		case EV_LEAVE:
+			if (p->member_of == r) {
+				member_remove(r, p);
+				ADD(a->st.leaves, 1);
+			}
+			r->leavers[r->nleavers++] = p;
+			break;
+		case EV_GONE:
+			if (p->member_of == r)
+				member_remove(r, p);
+			r->gone[r->ngone++] = p;
+			break;
+		}
+	}
+	w->n = 0;
+	goto out;
+defer:
+	/* Put events i.. back in front of what came meanwhile. */
+	ADD(a->st.joins_deferred, 1);
+	ao_spin_lock(&r->lock);
+	for (uint32_t k = 0; k < r->in.n; k++)
+		if (inbox_push(w, &r->in.ev[k]))
+			abort(); /* cannot grow the inbox back */
+	memmove(w->ev, w->ev + i, (w->n - i) * sizeof(*w->ev));
+	w->n -= i;
+	free(r->in.ev);
+	r->in = *w;
+	ao_spin_unlock(&r->lock);
+	w->ev = NULL;
+	w->n = w->cap = 0;
+out:
+	free(w->ev);
+	w->ev = NULL;
+	w->cap = 0;
+	ADD(a->st.inputs, inputs);
+	__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
+}
+
+/* Step 4: one buffer per chat line, to the members and the leavers.  A
+ * line the pool has no buffer for waits for the next tick, with the ones
+ * after it (chat lines are never dropped, and keep their order). */
+static void send_chats(struct room *r, uint32_t tick)
+{
+	struct arena *a = r->a;
+	uint8_t p[AP_LEN_CHAT_LINE_HDR + AP_CHAT_MAX];
+	uint32_t i, k;
+
+	for (i = 0; i < r->nchats; i++) {
+		struct event *e = &r->chats[i];
+		const uint8_t *text = (const uint8_t *)e->buf->data + 1;
+		size_t n = ap_enc_chat_line(p, r->id, tick, r->chat_seq,
+					    e->p->id, text, e->buf->len - 1);
+		struct ao_buf *b = payload_buf(a, p, n);
+
+		if (!b) {
+			ADD(a->st.chats_deferred, r->nchats - i);
+			break;
+		}
+		r->chat_seq++;
+		for (k = 0; k < r->nmembers; k++)
+			send_shared(a, r->members[k]->conn, b, true);
+		for (k = 0; k < r->nleavers; k++)
+			send_shared(a, r->leavers[k]->conn, b, true);
+		ao_buf_put(b);
+		ao_buf_put(e->buf);
+		ADD(a->st.chat_lines, 1);
+	}
+	if (i < r->nchats) /* (r->chats may be NULL when there were none) */
+		memmove(r->chats, r->chats + i,
+			(r->nchats - i) * sizeof(*r->chats));
+	r->nchats -= i;
+}
+
+/* Step 5: one snapshot for every member that is not still busy. */
+static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
+{
+	struct arena *a = r->a;
+	uint32_t i, sent = 0, skipped = 0, nobuf = 0;
+	struct ao_buf *b;
+
+	if (!r->nmembers)
+		return;
+	b = ao_buf_get(a->pool);
+	if (!b) {
+		ADD(a->st.snap_nobuf, 1);
+		for (i = 0; i < r->nmembers; i++) {
+			r->members[i]->last_tick = tick;
+			r->members[i]->has_tick = true;
+		}
+		return;
+	}
+	ap_enc_snap_hdr(b->data, tick, r->id, (uint16_t)r->nmembers);
+	for (i = 0; i < r->nmembers; i++) {
+		struct player *m = r->members[i];
+		struct ap_entry e = { .player = m->id,
+				      .x = m->x,
+				      .y = m->y,
+				      .seq = m->applied_seq };
+
+		ap_snap_put(b->data, i, &e);
+	}
+	b->len = (uint32_t)ap_snapshot_len(r->nmembers);
+	for (i = 0; i < r->nmembers; i++) {
+		struct player *m = r->members[i];
+
+		m->last_tick = tick;
+		m->has_tick = true;
+		if (!m->stalled) {
+			m->stall_since = 0;
+			if (send_shared(a, m->conn, b, false))
+				sent++;
+			else
+				nobuf++;
+			continue;
+		}
+		skipped++;
+		if (!m->stall_since) {
+			m->stall_since = now;
+		} else if (now - m->stall_since >= a->o.stall_ns &&
+			   ao_conn_is_open(m->conn)) {
+			ao_conn_close_slow(m->conn);
+			ADD(a->st.closes[AC_STALLED], 1);
+		}
+	}
+	ao_buf_put(b);
+	ADD(a->st.snap_bufs, a->o.copy_broadcast ? sent : 1);
+	ADD(a->st.snaps_sent, sent);
+	ADD(a->st.snaps_skipped, skipped);
+	ADD(a->st.snap_nobuf, nobuf);
+}
+
+/* Step 6: leavers go on to the room they asked for; the gone are freed. */
+static void hand_over(struct room *r)
+{
+	struct arena *a = r->a;
+	uint8_t msg[AP_LEN_ERROR];
+	uint32_t i;
+
+	for (i = 0; i < r->nleavers; i++) {
+		struct player *p = r->leavers[i];
+		struct room *next = NULL;
+		int err = 0;
+
+		ao_spin_lock(&p->lock);
+		if (p->want_join && !p->closed) {
+			next = lobby_pick(a, p->join_room, &err);
+			if (next) {
+				struct event e = { .p = p, .kind = EV_JOIN };
+
+				p->room = next;
+				p->state = P_ROOM;
+				if (room_push(next, &e))
+					abort(); /* see room_push() */
+			}
+		}
+		if (!next) {
+			p->state = P_LOBBY;
+			p->room = NULL;
+		}
+		p->want_join = false;
+		ao_spin_unlock(&p->lock);
+		if (err) {
+			ap_enc_error(msg, (uint8_t)err);
+			reply(a, p->conn, msg, sizeof(msg));
+		}
+	}
+	r->nleavers = 0;
+	for (i = 0; i < r->ngone; i++)
+		player_free(r->gone[i]);
+	r->ngone = 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
+}
+
+static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
+{
+	struct room *r = container_of(t, struct room, tick);
+	struct arena *a = r->a;
+	uint32_t tick = (uint32_t)((ev->deadline - a->base) / a->period);
+	uint64_t t0 = now_ns();
+	uint8_t msg[AP_LEN_JOINED];
+	uint32_t i;
+
+	/* 1: who is still busy with what it was sent. */
+	for (i = 0; i < r->nmembers; i++)
+		r->members[i]->stalled =
+			ao_conn_send_queued(r->members[i]->conn) > 0;
+	apply_events(r, tick, false);
+	/* 3: joined, once the member count of this tick is known. */
+	for (i = 0; i < r->njoiners; i++) {
+		struct player *p = r->joiners[i];
+
+		ap_enc_joined(msg, r->id, (uint16_t)r->nmembers, tick, p->x,
+			      p->y, r->chat_seq);
+		reply(a, p->conn, msg, sizeof(msg));
+	}
+	r->njoiners = 0;
+	send_chats(r, tick);
+	send_snapshot(r, tick, ev->now);
+	hand_over(r);
+
+	ADD(a->st.ticks, 1);
+	ADD(a->st.ticks_skipped, ev->skipped);
+	ao_spin_lock(&a->hist_lock);
+	hist_record(&a->late, ev->late_ns > 0 ? (uint64_t)ev->late_ns : 0);
+	hist_record(&a->work, now_ns() - t0);
+	ao_spin_unlock(&a->hist_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* The handlers */
+
+static int reject(struct player *p, int code)
+{
+	static const enum arena_close why[AP_ERR_NR] = {
+		[AP_ERR_BAD_TYPE] = AC_BAD_TYPE,
+		[AP_ERR_MALFORMED] = AC_MALFORMED,
+		[AP_ERR_ORDER] = AC_ORDER,
+		[AP_ERR_CHAT_LONG] = AC_CHAT_LONG,
+		[AP_ERR_FLOOD] = AC_FLOOD,
+		[AP_ERR_SERVER_FULL] = AC_SERVER_FULL,
+	};
+	uint8_t msg[AP_LEN_ERROR];
+
+	ADD(p->a->st.closes[why[code]], 1);
+	/* Best effort: the close follows (the ring mode closes at once). */
+	ap_enc_error(msg, (uint8_t)code);
+	reply(p->a, p->conn, msg, sizeof(msg));
+	return -1;
+}
+
+static void on_open(struct ao_conn *c, void *arg)
+{
+	struct arena *a = arg;
+	struct player *p = calloc(1, sizeof(*p));
+	uint64_t n;
+
+	if (!p) {
+		ao_conn_close(c);
+		return;
+	}
+	p->a = a;
+	p->conn = ao_conn_get(c);
+	ao_spin_init(&p->lock);
+	p->state = P_NEW;
+	ao_conn_set_user(c, p);
+	n = ADD(a->st.players, 1) + 1;
+	/* The peak: only ever raised. */
+	for (uint64_t peak = LOAD(a->st.players_peak); n > peak;)
+		if (__atomic_compare_exchange_n(&a->st.players_peak, &peak, n,
+						true, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			break;
+}
+
+static int on_join(struct player *p, uint32_t want)
+{
+	struct event e = { .p = p, .kind = EV_JOIN };
+	uint8_t msg[AP_LEN_ERROR];
+	struct room *r;
+	int err = 0;
+
+	ao_spin_lock(&p->lock);
+	if (p->state == P_LEAVING && !p->want_join) {
+		/* Joins once the leave is applied (hand_over()). */
+		p->want_join = true;
+		p->join_room = want;
+		ao_spin_unlock(&p->lock);
+		return 0;
+	}
+	if (p->state != P_LOBBY) {
+		ao_spin_unlock(&p->lock);
+		return reject(p, AP_ERR_ORDER);
+	}
+	r = lobby_pick(p->a, want, &err);
+	if (r) {
+		p->state = P_ROOM;
+		p->room = r;
+		if (room_push(r, &e))
+			abort(); /* see room_push() */
+	}
+	ao_spin_unlock(&p->lock);
+	if (!r) {
+		ap_enc_error(msg, (uint8_t)err);
+		reply(p->a, p->conn, msg, sizeof(msg));
+	}
+	return 0;
+}
+
+/* Input, chat, leave: an event for the player's room. */
+static int to_room(struct player *p, struct event *e)
+{
+	int err = 0;
+
+	ao_spin_lock(&p->lock);
+	if (p->state != P_ROOM) {
+		err = AP_ERR_ORDER;
+	} else if (e->kind != EV_LEAVE && LOAD(p->pending) >= AP_PENDING_MAX) {
+		err = AP_ERR_FLOOD;
+	} else {
+		if (e->kind != EV_LEAVE)
+			ADD(p->pending, 1);
+		else
+			p->state = P_LEAVING;
+		if (room_push(p->room, e)) {
+			ao_spin_unlock(&p->lock);
+			if (e->kind != EV_LEAVE)
+				SUB(p->pending, 1);
+			return -1; /* no memory: close (protocol) */
+		}
+	}
+	ao_spin_unlock(&p->lock);
+	return err ? reject(p, err) : 0;
+}
+
+static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	struct arena *a = arg;
+	struct player *p = ao_conn_user(c);
+	uint8_t msg[AP_LEN_WELCOME];
+	struct event e = { .p = p };
+	struct ap_msg m;
+	int r;
+
+	if (!p)
+		return -1;
+	r = ap_decode(pkt->data, pkt->len, &m);
+	if (!r && !ap_is_client_type(m.type))
+		r = AP_ERR_BAD_TYPE;
+	if (r)
+		return reject(p, r);
+	if (!p->hello && m.type != AP_HELLO)
+		return reject(p, AP_ERR_ORDER);
+	switch (m.type) {
+	case AP_HELLO:
+		if (p->hello)
+			return reject(p, AP_ERR_ORDER);
+		if (LOAD(a->st.players) > a->o.max_players)
+			return reject(p, AP_ERR_SERVER_FULL);
+		p->id = ADD(a->next_id, 1) + 1;
+		p->hello = true;
+		ao_spin_lock(&p->lock);
+		p->state = P_LOBBY;
+		ao_spin_unlock(&p->lock);
+		ap_enc_welcome(msg, p->id, (uint16_t)a->o.tick_hz,
+			       (uint16_t)a->o.room_size, a->world.width,
+			       a->world.height, a->world.speed);
+		reply(a, c, msg, AP_LEN_WELCOME);
+		return 0;
+	case AP_PING:
+		ap_enc_pong(msg, m.ping.stamp);
+		reply(a, c, msg, AP_LEN_PONG);
+		return 0;
+	case AP_JOIN:
+		return on_join(p, m.join.room);
+	case AP_INPUT:
+		if (m.input.seq <= p->last_seq)
+			return reject(p, AP_ERR_MALFORMED);
+		e.kind = EV_INPUT;
+		e.seq = m.input.seq;
+		e.dir = m.input.dir;
+		r = to_room(p, &e);
+		if (!r)
+			p->last_seq = m.input.seq;
+		return r;
+	case AP_CHAT:
+		e.kind = EV_CHAT;
+		e.buf = ao_buf_ref(pkt);
+		r = to_room(p, &e);
+		if (r)
+			ao_buf_put(pkt);
+		return r;
+	case AP_LEAVE:
+		e.kind = EV_LEAVE;
+		return to_room(p, &e);
+	}
+	return reject(p, AP_ERR_BAD_TYPE);
+}
+
+static void on_close(struct ao_conn *c, enum ao_close_reason why, void *arg)
+{
+	struct player *p = ao_conn_user(c);
+	struct event e = { .p = p, .kind = EV_GONE };
+	bool in_room;
+
+	(void)why;
+	(void)arg;
+	if (!p)
+		return;
+	ao_spin_lock(&p->lock);
+	p->closed = true;
+	in_room = p->state == P_ROOM || p->state == P_LEAVING;
+	if (in_room && room_push(p->room, &e))
+		abort(); /* see room_push() */
+	ao_spin_unlock(&p->lock);
+	if (!in_room)
+		player_free(p);
+}
+
+/* ------------------------------------------------------------------ */
+/* Life cycle */
+
+struct ao_server *arena_server(const struct arena *a)
+{
+	return a->srv;
+}
+
+struct ao_exec *arena_exec(const struct arena *a)
+{
+	return a->exec;
+}
+
+struct ao_timers *arena_timers(const struct arena *a)
+{
+	return a->timers;
+}
+
+uint64_t arena_period_ns(const struct arena *a)
+{
+	return a->period;
+}
+
+void arena_stats(struct arena *a, struct arena_stats *st)
+{
+	uint64_t in_rooms = 0;
+	struct hist *h = malloc(sizeof(*h));
+	uint32_t i;
+
+	for (i = 0; i < sizeof(*st) / sizeof(uint64_t); i++)
+		((uint64_t *)st)[i] = LOAD(((uint64_t *)&a->st)[i]);
+	ao_spin_lock(&a->lobby);
+	for (i = 0; i < a->nrooms; i++)
+		in_rooms +=
+			__atomic_load_n(&a->rooms[i]->count, __ATOMIC_RELAXED);
+	ao_spin_unlock(&a->lobby);
+	st->consistent = in_rooms == st->in_rooms;
+	if (!h)
+		return;
+	ao_spin_lock(&a->hist_lock);
+	memcpy(h, &a->late, sizeof(*h));
+	ao_spin_unlock(&a->hist_lock);
+	st->late_p50_ns = hist_percentile(h, 50);
+	st->late_p99_ns = hist_percentile(h, 99);
+	st->late_max_ns = h->total ? h->max : 0;
+	ao_spin_lock(&a->hist_lock);
+	memcpy(h, &a->work, sizeof(*h));
+	ao_spin_unlock(&a->hist_lock);
+	st->work_p50_ns = hist_percentile(h, 50);
+	st->work_p99_ns = hist_percentile(h, 99);
+	st->work_max_ns = h->total ? h->max : 0;
+	free(h);
+}
+
+void arena_reset_ticks(struct arena *a)
+{
+	ao_spin_lock(&a->hist_lock);
+	hist_init(&a->late);
+	hist_init(&a->work);
+	ao_spin_unlock(&a->hist_lock);
+}
+
+void arena_late_hist(struct arena *a, struct hist *h)
+{
+	ao_spin_lock(&a->hist_lock);
+	memcpy(h, &a->late, sizeof(*h));
+	ao_spin_unlock(&a->hist_lock);
+}
+
+static int fail(const char *what, int err)
+{
+	fprintf(stderr, "ao-arena: %s: %s\n", what, strerror(-err));
+	return err;
+}
+
+int arena_start(const struct arena_opts *o, struct arena **out)
+{
+	struct ao_exec_config ec = AO_EXEC_CONFIG_INIT;
+	struct ao_timers_config tc = AO_TIMERS_CONFIG_INIT;
+	struct ao_server_config sc = AO_SERVER_CONFIG_INIT;
+	struct ao_bufpool_params pp = { 0 };
+	struct ap_world world = AP_WORLD_DEFAULT;
+	struct arena *a = calloc(1, sizeof(*a));
+	int err;
+
+	if (!a)
+		return -ENOMEM;
+	a->o = *o;
+	if (!a->o.tick_hz)
+		a->o.tick_hz = 20;
+	if (!a->o.room_size)
+		a->o.room_size = 50;
+	if (!a->o.max_players)
+		a->o.max_players = 10000;
+	if (!a->o.stall_ns)
+		a->o.stall_ns = 2 * NS;
+	if (!a->o.buffers) /* a copy per member needs many more */
+		a->o.buffers =
+			(a->o.copy_broadcast ? 16 : 4) * a->o.max_players +
+			1024;
+	if (a->o.buffers > AO_BUFPOOL_MAX_COUNT)
+		a->o.buffers = AO_BUFPOOL_MAX_COUNT;
+	a->world = world;
+	/* A period the timers keep exactly (a multiple of their unit). */
+	a->period =
+		NS / a->o.tick_hz / AO_TIMER_PERIOD_UNIT * AO_TIMER_PERIOD_UNIT;
+	a->buf_size = ap_snapshot_len(a->o.room_size);
+	if (a->buf_size < AP_CLIENT_MAX)
+		a->buf_size = AP_CLIENT_MAX;
+	ao_spin_init(&a->lobby);
+	ao_spin_init(&a->hist_lock);
+	hist_init(&a->late);
+	hist_init(&a->work);
+
+	ec.kind = AO_EXEC_STEAL;
+	ec.workers = a->o.workers;
+	ec.spin_ns = a->o.spin_ns;
+	ec.name = "ao-w";
+	err = ao_exec_create(&ec, &a->exec);
+	if (err)
+		return fail("cannot create the executor", err);
+	tc.exec = a->exec;
+	tc.test_clock = a->o.test_clock;
+	tc.test_start_ns = NS;
+	err = ao_timers_create(&tc, &a->timers);
+	if (err)
+		return fail("cannot create the timers", err);
+	a->base = ao_timers_now(a->timers);
+	pp.buf_size = a->buf_size;
+	pp.count = a->o.buffers;
+	err = ao_bufpool_create(&a->pool, &pp);
+	if (err)
+		return fail("cannot create the buffer pool", err);
+
+	sc.address = a->o.address;
+	sc.port = a->o.port;
+	sc.rings = a->o.rings;
+	sc.backend = a->o.backend;
+	sc.exec = a->exec;
+	sc.pool = a->pool;
+	sc.framing.kind = AO_FRAME_LEN16;
+	sc.framing.order = AO_ORDER_LITTLE;
+	sc.framing.max_packet = AP_CLIENT_MAX;
+	sc.max_conns = a->o.max_players + 64;
+	sc.drain_timeout_ms =
+		a->o.drain_ns ? (uint32_t)(a->o.drain_ns / 1000000) : 0;
+	sc.sock_sndbuf = a->o.sndbuf;
+	sc.flags = AO_SERVER_QUIET;
+	if (a->o.ring_handlers)
+		sc.flags |= AO_SERVER_RING_HANDLERS;
+	sc.handlers.on_open = on_open;
+	sc.handlers.on_packet = on_packet;
+	sc.handlers.on_close = on_close;
+	sc.handlers.arg = a;
+	err = ao_server_create(&sc, &a->srv);
+	if (err)
+		return fail("cannot create the server", err);
+	err = ao_server_start(a->srv);
+	if (err)
+		return fail("cannot listen", err);
+	*out = a;
+	return 0;
+}
+
+struct stopper {
+	struct ao_server *srv;
+	int err;
+	int done; /* atomic */
+};
+
+static void *stop_server(void *arg)
+{
+	struct stopper *st = arg;
+
+	st->err = ao_server_stop(st->srv);
+	__atomic_store_n(&st->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* With the ticks stopped, the rooms' strands are idle: apply what the
+ * handlers queue from here on this thread (every event, joins and
+ * disconnects alike: no player is left in a room). */
+static void apply_all(struct arena *a)
+{
+	uint32_t i, n;
+
+	ao_spin_lock(&a->lobby);
+	n = a->nrooms;
+	ao_spin_unlock(&a->lobby);
+	for (i = 0; i < n; i++) {
+		struct room *r = a->rooms[i];
+
+		apply_events(r, UINT32_MAX, true);
+		r->njoiners = 0;
+		hand_over(r);
+	}
+}
+
+int arena_stop(struct arena *a)
+{
+	struct stopper st = { .srv = a->srv };
+	pthread_t tid;
+	uint32_t i;
+
+	/*
+	 * The ticks stop first.  The server's stop closes every connection
+	 * and waits for each to be freed, which takes its player's
+	 * reference, given back when its disconnect is applied: this thread
+	 * applies them meanwhile (the server stops on another one).
+	 */
+	ao_spin_lock(&a->lobby);
+	a->stopping = true;
+	ao_spin_unlock(&a->lobby);
+	for (i = 0; i < a->nrooms; i++)
+		ao_timer_cancel_sync(&a->rooms[i]->tick);
+	ao_exec_drain(a->exec);
+	if (pthread_create(&tid, NULL, stop_server, &st)) {
+		st.err = -EAGAIN;
+		return st.err;
+	}
+	while (!__atomic_load_n(&st.done, __ATOMIC_ACQUIRE)) {
+		struct timespec ts = { .tv_nsec = 1000000 };
+
+		apply_all(a);
+		nanosleep(&ts, NULL);
+	}
+	pthread_join(tid, NULL);
+	apply_all(a);
+	/* Chat lines a tick could not send for want of a buffer. */
+	for (i = 0; i < a->nrooms; i++) {
+		struct room *r = a->rooms[i];
+
+		while (r->nchats)
+			ao_buf_put(r->chats[--r->nchats].buf);
+	}
+	return st.err;
+}
+
+int arena_destroy(struct arena *a)
+{
+	int err = 0;
+	uint32_t i;
+
+	if (a->srv) {
+		err = ao_server_destroy(a->srv);
+		if (err)
+			return err;
+	}
+	if (a->timers)
+		ao_timers_destroy(a->timers, NULL);
+	if (a->exec)
+		ao_exec_destroy(a->exec);
+	for (i = 0; i < a->nrooms; i++) {
+		struct room *r = a->rooms[i];
+
+		ao_strand_destroy(&r->strand);
+		free(r->in.ev);
+		free(r->chats);
+		free(r->members);
+		free(r->joiners);
+		free(r->leavers);
+		free(r->gone);
+		free(r);
+	}
+	free(a->rooms);
+	if (a->pool && ao_bufpool_destroy(a->pool))
+		err = -EBUSY;
+	free(a);
+	return err;
+}

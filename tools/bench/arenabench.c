@@ -1,0 +1,857 @@
+// SPDX-License-Identifier: MIT
+/*
+ * arenabench: ao-arena under ao-bots on 127.0.0.1, the game server's
+ * figures in one run.
+ *
+ * Cells: rooms of 50 at 20 Hz with 200, 1000, 2000 and 5000 players
+ * (--players), --seconds (20; --quick 5) measured each, after a ramp (the
+ * bots connect over players / 2000 s, at least 1 s) and a 2 s warm-up.
+ * Each player count runs three servers one after the other: the shared
+ * broadcast (one snapshot buffer per room and tick, referenced by every
+ * send) on one ring thread, the copy broadcast (--copy-broadcast: a copy
+ * per member, what a server without refcounted buffers does), and the
+ * shared broadcast on two ring threads (--rings=2).  A fresh server for
+ * every cell.  Then the stall cell (--stall-seconds, 60): 1000 bots that
+ * read and 200 that stop reading a second after they join.
+ *
+ * Pinning: the server gets the first usable CPU, ao-bots (one thread per
+ * CPU it gets) the others; on 2 CPUs that is one each: the server gets
+ * about one core, as the bots share the machine.
+ *
+ * Per cell: the server's CPU time per player-second (user + system ticks
+ * of the server from /proc/PID/stat over the measured window, divided by
+ * players x seconds), the snapshots the bots got per second and their
+ * share of what the ticks owed them (ao-bots' delivered), the input-to-
+ * visible latency p50 and p99 (ao-bots), the server's tick lateness p99
+ * over the window (ao-arena, reset by SIGUSR2 at its start), snapshots
+ * the server skipped in the window, and ao-bots' verification failures.
+ * The capacity is the most players of the shared cells whose p99 stays
+ * within one tick + 10 ms with at least 99.9% of the snapshots delivered
+ * (and no failure).  The stall cell adds the server's memory outside the
+ * buffer pool (resident minus the pool arena's resident, from ao-arena's
+ * statistics lines) at the window's start and end, and how many stalled
+ * bots were closed.
+ *
+ * Exit status: 0 when every cell ran (targets met or not), 1 when one
+ * could not (a program that did not start, crashed or timed out), 2 for
+ * a usage error.  The machine is shared: run it as
+ *	flock /tmp/bench.lock build/tools/bench/arenabench
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "bench.h"
+
+#define MAX_LIST 8
+#define TICK_HZ 20
+#define ROOM 50
+#define WARMUP_S 2.0
+#define DRAIN_S 2.0
+#define SLACK_S 40.0 /* connect, drain, stop and margin */
+
+enum variant { V_SHARED, V_COPY, V_RINGS2, NVAR };
+
+static const char *const var_name[NVAR] = { "shared", "copy", "rings2" };
+
+static struct bench_opts opts;
+static char arena_path[PATH_MAX], bots_path[PATH_MAX];
+static unsigned int players[MAX_LIST] = { 200, 1000, 2000, 5000 };
+static unsigned int nplayers = 4;
+static bool var_on[NVAR] = { true, true, true };
+static bool stall_on = true;
+static double stall_seconds = 60;
+static unsigned int stall_readers = 1000, stall_bots = 200;
+static unsigned int bots_threads; /* 0: one per bots CPU */
+static const char *bots_engine = "epoll";
+static bool precise, no_pin;
+static int retries = 1; /* re-runs of a cell other processes disturbed */
+static double noise_max = 0.15; /* CPUs: above, the cell is disturbed */
+static const char *arena_extra[8]; /* --arena-arg= */
+static int narena_extra;
+static cpu_set_t srv_cpus, bots_cpus;
+static long clk_tck;
+static volatile pid_t live[2];
+
+static const char extra_usage[] =
+	"  --players=LIST      player counts (default 200,1000,2000,5000)\n"
+	"  --no-copy           skip the copy-broadcast cells\n"
+	"  --no-rings2         skip the two-ring cells\n"
+	"  --no-stall          skip the stall cell\n"
+	"  --stall-seconds=S   the stall cell's length (default 60; --quick 10)\n"
+	"  --stall-readers=N   bots that read in it (default 1000)\n"
+	"  --stall-bots=N      bots that stop reading in it (default 200)\n"
+	"  --bots-threads=N    ao-bots threads (default: one per bots CPU)\n"
+	"  --bots-engine=E     epoll or uring (default epoll)\n"
+	"  --precise           ticks in the timers' precise mode\n"
+	"  --noise=C           a cell during which other processes took more\n"
+	"                      than C CPUs is disturbed (default 0.15)\n"
+	"  --retries=N         re-run a disturbed cell up to N times, keeping\n"
+	"                      the least disturbed run (default 1)\n"
+	"  --arena-arg=ARG     one more ao-arena option (up to 8)\n"
+	"  --no-pin            do not pin the server and the bots\n"
+	"  --arena=PATH, --bots=PATH   the programs (default: next to this\n"
+	"                      one, ../arena/ao-arena and ../bots/ao-bots)";
+
+static __attribute__((noreturn)) void bad_value(const char *arg)
+{
+	fprintf(stderr, "arenabench: bad value in '%s'\n", arg);
+	exit(2);
+}
+
+static bool parse_extra(const char *a)
+{
+	const char *v = strchr(a, '=');
+	char *end;
+
+	v = v ? v + 1 : "";
+	if (!strncmp(a, "--players=", 10)) {
+		char buf[256], *tok, *save;
+
+		snprintf(buf, sizeof(buf), "%s", v);
+		nplayers = 0;
+		for (tok = strtok_r(buf, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			unsigned long n = strtoul(tok, &end, 10);
+
+			if (*end || !n || n > 100000 || nplayers == MAX_LIST)
+				bad_value(a);
+			players[nplayers++] = (unsigned int)n;
+		}
+		if (!nplayers)
+			bad_value(a);
+	} else if (!strcmp(a, "--no-copy")) {
+		var_on[V_COPY] = false;
+	} else if (!strcmp(a, "--no-rings2")) {
+		var_on[V_RINGS2] = false;
+	} else if (!strcmp(a, "--no-stall")) {
+		stall_on = false;
+	} else if (!strncmp(a, "--stall-seconds=", 16)) {
+		stall_seconds = strtod(v, &end);
+		if (*end || stall_seconds <= 0)
+			bad_value(a);
+	} else if (!strncmp(a, "--stall-readers=", 16)) {
+		stall_readers = (unsigned int)strtoul(v, &end, 10);
+		if (*end || !stall_readers)
+			bad_value(a);
+	} else if (!strncmp(a, "--stall-bots=", 13)) {
+		stall_bots = (unsigned int)strtoul(v, &end, 10);
+		if (*end)
+			bad_value(a);
+	} else if (!strncmp(a, "--bots-threads=", 15)) {
+		bots_threads = (unsigned int)strtoul(v, &end, 10);
+		if (*end || !bots_threads || bots_threads > 64)
+			bad_value(a);
+	} else if (!strncmp(a, "--bots-engine=", 14)) {
+		if (strcmp(v, "epoll") && strcmp(v, "uring"))
+			bad_value(a);
+		bots_engine = v;
+	} else if (!strncmp(a, "--arena-arg=", 12)) {
+		if (narena_extra == 8)
+			bad_value(a);
+		arena_extra[narena_extra++] = v;
+	} else if (!strncmp(a, "--retries=", 10)) {
+		retries = (int)strtol(v, &end, 10);
+		if (*end || retries < 0 || retries > 10)
+			bad_value(a);
+	} else if (!strncmp(a, "--noise=", 8)) {
+		noise_max = strtod(v, &end);
+		if (*end || noise_max <= 0)
+			bad_value(a);
+	} else if (!strcmp(a, "--precise")) {
+		precise = true;
+	} else if (!strcmp(a, "--no-pin")) {
+		no_pin = true;
+	} else if (!strncmp(a, "--arena=", 8)) {
+		snprintf(arena_path, sizeof(arena_path), "%s", v);
+	} else if (!strncmp(a, "--bots=", 7)) {
+		snprintf(bots_path, sizeof(bots_path), "%s", v);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+static void default_paths(const char *argv0)
+{
+	char self[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n <= 0)
+		snprintf(self, sizeof(self), "%s", argv0);
+	else
+		self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	if (!arena_path[0])
+		snprintf(arena_path, sizeof(arena_path),
+			 "%.4000s/../arena/ao-arena", self);
+	if (!bots_path[0])
+		snprintf(bots_path, sizeof(bots_path),
+			 "%.4000s/../bots/ao-bots", self);
+}
+
+/* The server on the first usable CPU, the bots on the others. */
+static void plan_cpus(void)
+{
+	cpu_set_t all;
+	int first = -1;
+
+	CPU_ZERO(&srv_cpus);
+	CPU_ZERO(&bots_cpus);
+	if (sched_getaffinity(0, sizeof(all), &all) || CPU_COUNT(&all) < 2) {
+		no_pin = true;
+		return;
+	}
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (!CPU_ISSET(c, &all))
+			continue;
+		if (first < 0) {
+			first = c;
+			CPU_SET(c, &srv_cpus);
+		} else {
+			CPU_SET(c, &bots_cpus);
+		}
+	}
+	if (!bots_threads)
+		bots_threads = (unsigned int)CPU_COUNT(&bots_cpus);
+}
+
+/* ------------------------------------------------------------------ */
+/* Children */
+
+struct child {
+	pid_t pid;
+	int slot;
+	int out; /* its stdout */
+	char buf[65536];
+	size_t len;
+	char line[65536];
+	bool reaped;
+	int status;
+};
+
+static void on_fatal(int sig)
+{
+	for (int i = 0; i < 2; i++)
+		if (live[i] > 0)
+			kill(live[i], SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static double now_s(void)
+{
+	return (double)bench_now_ns() / 1e9;
+}
+
+static void nap(double s)
+{
+	struct timespec ts = { (time_t)s,
+			       (long)((s - (double)(time_t)s) * 1e9) };
+
+	while (s > 0 && nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* Start argv with its stdout on a pipe, stderr inherited, pinned. */
+static int child_start(struct child *c, int slot, char **argv,
+		       const cpu_set_t *cpus)
+{
+	sigset_t all, old;
+	pid_t self = getpid();
+	int p[2];
+
+	memset(c, 0, sizeof(*c));
+	c->slot = slot;
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	c->pid = fork();
+	if (c->pid == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != self)
+			_exit(127);
+		dup2(p[1], STDOUT_FILENO);
+		if (cpus && sched_setaffinity(0, sizeof(*cpus), cpus))
+			_exit(126);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		execv(argv[0], argv);
+		fprintf(stderr, "arenabench: cannot run %s: %s\n", argv[0],
+			strerror(errno));
+		_exit(127);
+	}
+	if (c->pid > 0)
+		live[slot] = c->pid;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(p[1]);
+	if (c->pid < 0) {
+		close(p[0]);
+		return -errno;
+	}
+	c->out = p[0];
+	return 0;
+}
+
+/* The next stdout line into c->line: 1, 0 at EOF, -1 on timeout. */
+static int child_line(struct child *c, double end)
+{
+	for (;;) {
+		char *nl = memchr(c->buf, '\n', c->len);
+		struct pollfd pfd = { .fd = c->out, .events = POLLIN };
+		ssize_t k;
+
+		if (nl) {
+			size_t n = (size_t)(nl - c->buf);
+
+			memcpy(c->line, c->buf, n);
+			c->line[n] = '\0';
+			memmove(c->buf, nl + 1, c->len - n - 1);
+			c->len -= n + 1;
+			return 1;
+		}
+		if (c->out < 0)
+			return 0;
+		if (now_s() > end)
+			return -1;
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		k = read(c->out, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			close(c->out);
+			c->out = -1;
+			if (c->len) {
+				c->buf[c->len++] = '\n';
+				continue;
+			}
+			return 0;
+		}
+		c->len += (size_t)k;
+	}
+}
+
+/* Reap within timeout (SIGKILL after it): its exit status, or -1. */
+static int child_end(struct child *c, double timeout)
+{
+	double end = now_s() + timeout;
+
+	while (!c->reaped) {
+		pid_t r = waitpid(c->pid, &c->status, WNOHANG);
+
+		if (r == c->pid || (r < 0 && errno != EINTR)) {
+			c->reaped = true;
+			break;
+		}
+		if (now_s() > end) {
+			kill(c->pid, SIGKILL);
+			end = now_s() + 5;
+		}
+		nap(0.005);
+	}
+	live[c->slot] = 0;
+	if (c->out >= 0)
+		close(c->out);
+	c->out = -1;
+	return WIFEXITED(c->status) ? WEXITSTATUS(c->status) : -1;
+}
+
+/* user + system clock ticks of a process (all its threads), the user
+ * part in *user; -1 if gone. */
+static long long proc_ticks(pid_t pid, long long *user)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu "
+			 "%llu",
+			 &ut, &st) != 2)
+		return -1;
+	*user = (long long)ut;
+	return (long long)(ut + st);
+}
+
+/* Busy clock ticks of every CPU (all but idle and iowait; steal counts:
+ * the hypervisor took the CPU); -1 if unknown. */
+static long long cpus_busy_ticks(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n < 8)
+		return -1;
+	return (long long)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
+}
+
+static bool json_get(const char *json, const char *key, double *v)
+{
+	char pat[96];
+	const char *s;
+	char *end;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	s = strstr(json, pat);
+	if (!s)
+		return false;
+	*v = strtod(s + strlen(pat), &end);
+	return end != s + strlen(pat);
+}
+
+static double jval(const char *json, const char *key)
+{
+	double v = -1;
+
+	json_get(json, key, &v);
+	return v;
+}
+
+/* ------------------------------------------------------------------ */
+/* Cells */
+
+struct result {
+	bool ran;
+	char note[200];
+	unsigned int players, stalled;
+	enum variant var;
+	double seconds;
+	double cpu_us; /* server CPU per player-second */
+	double user_us; /* ... of it in user space */
+	double snaps_per_s, delivered, lat_p50_ms, lat_p99_ms, late_p99_ms;
+	double skipped, failures, server_share;
+	double mem_start_kb, mem_end_kb; /* outside the pool */
+	double stall_closed, stalled_seen, arena_stalled;
+	double load;
+	double others; /* CPUs other processes took in the window */
+};
+
+static struct result results[MAX_LIST][NVAR];
+static struct result stall_result;
+static int broken;
+
+struct argv {
+	char *v[40];
+	int n;
+	char store[4096];
+	size_t used;
+};
+
+static __attribute__((format(printf, 2, 3))) void add(struct argv *a,
+						      const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(a->store + a->used, sizeof(a->store) - a->used, fmt, ap);
+	va_end(ap);
+	a->v[a->n++] = a->store + a->used;
+	a->v[a->n] = NULL;
+	a->used += (size_t)k + 1;
+}
+
+/* The arena's statistics line after a signal (SIGUSR1 or SIGUSR2). */
+static bool arena_line(struct child *a, int sig, char *out, size_t n)
+{
+	kill(a->pid, sig);
+	while (child_line(a, now_s() + 10) == 1) {
+		if (strstr(a->line, "\"type\":\"stats\"")) {
+			snprintf(out, n, "%s", a->line);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void run_cell(struct result *r, unsigned int n, enum variant v,
+		     unsigned int stalled, double seconds)
+{
+	struct child a, b;
+	struct argv aa = { .n = 0 }, ba = { .n = 0 };
+	static char start_line[65536], end_line[65536], bots_json[65536];
+	double ramp = n / 2000.0 < 1 ? 1 : n / 2000.0, t0, t_on;
+	long long ticks0, ticks1, user0 = 0, user1 = 0, u;
+	long long busy0, busy1, bots0, bots1;
+	unsigned int port = 0;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->players = n;
+	r->stalled = stalled;
+	r->var = v;
+	r->load = bench_loadavg();
+	add(&aa, "%s", arena_path);
+	add(&aa, "--port=0");
+	add(&aa, "--json");
+	add(&aa, "--quiet");
+	add(&aa, "--tick-rate=%d", TICK_HZ);
+	add(&aa, "--room-size=%d", ROOM);
+	add(&aa, "--max-players=%u", n + stalled + 100);
+	add(&aa, "--rings=%d", v == V_RINGS2 ? 2 : 1);
+	if (v == V_COPY)
+		add(&aa, "--copy-broadcast");
+	if (precise)
+		add(&aa, "--precise");
+	for (int i = 0; i < narena_extra; i++)
+		add(&aa, "%s", arena_extra[i]);
+	if (child_start(&a, 0, aa.v, no_pin ? NULL : &srv_cpus)) {
+		snprintf(r->note, sizeof(r->note), "cannot start ao-arena");
+		broken = 1;
+		return;
+	}
+	if (child_line(&a, now_s() + 10) != 1 ||
+	    sscanf(a.line, "port=%u", &port) != 1) {
+		snprintf(r->note, sizeof(r->note), "ao-arena gave no port");
+		child_end(&a, 0);
+		broken = 1;
+		return;
+	}
+	add(&ba, "%s", bots_path);
+	add(&ba, "--port=%u", port);
+	add(&ba, "--players=%u", n + stalled);
+	add(&ba, "--duration=%.3fs", seconds);
+	add(&ba, "--ramp=%.3fs", ramp);
+	add(&ba, "--warmup=%.3fs", WARMUP_S);
+	add(&ba, "--drain=%.3fs", DRAIN_S);
+	add(&ba, "--threads=%u", bots_threads ? bots_threads : 1);
+	add(&ba, "--engine=%s", bots_engine);
+	add(&ba, "--json");
+	add(&ba, "--quiet");
+	if (stalled)
+		add(&ba, "--stall=%u", stalled);
+	t0 = now_s();
+	if (child_start(&b, 1, ba.v, no_pin ? NULL : &bots_cpus)) {
+		snprintf(r->note, sizeof(r->note), "cannot start ao-bots");
+		kill(a.pid, SIGKILL);
+		child_end(&a, 5);
+		broken = 1;
+		return;
+	}
+	/* The window: after the ramp and the warm-up, for seconds. */
+	t_on = t0 + ramp + WARMUP_S + 0.05;
+	nap(t_on - now_s());
+	ticks0 = proc_ticks(a.pid, &user0);
+	bots0 = proc_ticks(b.pid, &u);
+	busy0 = cpus_busy_ticks();
+	if (!arena_line(&a, SIGUSR2, start_line, sizeof(start_line)))
+		start_line[0] = '\0';
+	nap(t_on + seconds - now_s());
+	ticks1 = proc_ticks(a.pid, &user1);
+	bots1 = proc_ticks(b.pid, &u);
+	busy1 = cpus_busy_ticks();
+	if (!arena_line(&a, SIGUSR1, end_line, sizeof(end_line)))
+		end_line[0] = '\0';
+	bots_json[0] = '\0';
+	while (child_line(&b, t0 + ramp + WARMUP_S + seconds + SLACK_S) == 1)
+		if (b.line[0] == '{')
+			snprintf(bots_json, sizeof(bots_json), "%s", b.line);
+	rc = child_end(&b, 5);
+	kill(a.pid, SIGTERM);
+	while (child_line(&a, now_s() + 20) == 1)
+		;
+	child_end(&a, 5);
+	if (!bots_json[0] || !start_line[0] || !end_line[0] || ticks0 < 0 ||
+	    ticks1 < 0) {
+		snprintf(r->note, sizeof(r->note),
+			 "no result (ao-bots exit %d)", rc);
+		broken = 1;
+		return;
+	}
+	r->ran = true;
+	r->seconds = jval(bots_json, "seconds");
+	r->cpu_us = (double)(ticks1 - ticks0) / (double)clk_tck * 1e6 /
+		    ((double)n * seconds);
+	r->others = busy0 < 0 || busy1 < 0 || bots0 < 0 || bots1 < 0 ?
+			    -1 :
+			    (double)((busy1 - busy0) - (ticks1 - ticks0) -
+				     (bots1 - bots0)) /
+				    (double)clk_tck / seconds;
+	r->user_us = (double)(user1 - user0) / (double)clk_tck * 1e6 /
+		     ((double)n * seconds);
+	r->snaps_per_s = jval(bots_json, "snapshots_per_s");
+	r->delivered = jval(bots_json, "delivered");
+	r->lat_p50_ms = jval(bots_json, "latency_p50_ns") / 1e6;
+	r->lat_p99_ms = jval(bots_json, "latency_p99_ns") / 1e6;
+	r->late_p99_ms = jval(end_line, "tick_late_p99_ns") / 1e6;
+	r->skipped = jval(end_line, "snaps_skipped") -
+		     jval(start_line, "snaps_skipped");
+	{
+		double sent = jval(end_line, "snaps_sent") -
+			      jval(start_line, "snaps_sent");
+
+		r->server_share =
+			sent + r->skipped > 0 ? sent / (sent + r->skipped) : 0;
+	}
+	r->failures = jval(bots_json, "failures");
+	r->mem_start_kb =
+		jval(start_line, "rss_kb") - jval(start_line, "pool_rss_kb");
+	r->mem_end_kb =
+		jval(end_line, "rss_kb") - jval(end_line, "pool_rss_kb");
+	r->stall_closed = jval(bots_json, "stall_closed");
+	r->stalled_seen = jval(bots_json, "stalled");
+	{
+		const char *reasons = strstr(end_line, "\"reasons\":");
+
+		r->arena_stalled = reasons ? jval(reasons, "stalled") : 0;
+	}
+	if (rc && rc != 1)
+		snprintf(r->note, sizeof(r->note), "ao-bots exit %d", rc);
+}
+
+/* A cell, re-run while other processes disturbed it (up to --retries):
+ * the least disturbed run is kept, flagged when it still was. */
+static void run_cell_retry(struct result *r, unsigned int n, enum variant v,
+			   unsigned int stalled, double seconds)
+{
+	static struct result again;
+
+	run_cell(r, n, v, stalled, seconds);
+	for (int k = 0; k < retries && r->ran && r->others > noise_max; k++) {
+		run_cell(&again, n, v, stalled, seconds);
+		if (again.ran && again.others < r->others)
+			*r = again;
+	}
+	if (r->ran && r->others > noise_max && !r->note[0])
+		snprintf(r->note, sizeof(r->note),
+			 "noisy: others took %.2f CPUs", r->others);
+}
+
+/* ------------------------------------------------------------------ */
+/* Output */
+
+static void print_json(const struct result *r, const char *cell)
+{
+	bench_json_begin("arenabench");
+	bench_json_str("cell", cell);
+	bench_json_str("broadcast", r->var == V_COPY ? "copy" : "shared");
+	bench_json_int("rings", r->var == V_RINGS2 ? 2 : 1);
+	bench_json_int("players", r->players);
+	bench_json_int("stalled_bots", r->stalled);
+	bench_json_int("ran", r->ran);
+	bench_json_num("seconds", r->seconds);
+	bench_json_num("server_cpu_us_per_player_s", r->cpu_us);
+	bench_json_num("server_user_us_per_player_s", r->user_us);
+	bench_json_num("snapshots_per_s", r->snaps_per_s);
+	bench_json_num("delivered", r->delivered);
+	bench_json_num("server_sent_share", r->server_share);
+	bench_json_num("latency_p50_ms", r->lat_p50_ms);
+	bench_json_num("latency_p99_ms", r->lat_p99_ms);
+	bench_json_num("tick_late_p99_ms", r->late_p99_ms);
+	bench_json_num("snaps_skipped", r->skipped);
+	bench_json_num("failures", r->failures);
+	bench_json_num("mem_outside_pool_start_kb", r->mem_start_kb);
+	bench_json_num("mem_outside_pool_end_kb", r->mem_end_kb);
+	bench_json_num("stall_closed", r->stall_closed);
+	bench_json_num("loadavg", r->load);
+	bench_json_num("others_cpus", r->others);
+	bench_json_str("note", r->note);
+	bench_json_end();
+}
+
+static void print_row(const struct result *r, const char *cell)
+{
+	if (!r->ran) {
+		printf("%-14s %s\n", cell, r->note);
+		return;
+	}
+	printf("%-14s %6u %9.1f %6.1f %9.0f %9.5f %7.1f %7.1f %8.3f %8.0f "
+	       "%6.0f %6.2f%s%s\n",
+	       cell, r->players, r->cpu_us, r->user_us, r->snaps_per_s,
+	       r->delivered, r->lat_p50_ms, r->lat_p99_ms, r->late_p99_ms,
+	       r->skipped, r->failures, r->others, r->note[0] ? "  " : "",
+	       r->note);
+}
+
+static bool fits(const struct result *r)
+{
+	return r->ran && !r->failures &&
+	       r->lat_p99_ms <= 1000.0 / TICK_HZ + 10 && r->delivered >= 0.999;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int capacity = 0;
+	bool zero_fail = true, capacity_done = false, shared_ran = false;
+	char cell[64];
+
+	bench_parse(argc, argv, &opts, 20, 1, extra_usage, parse_extra);
+	if (opts.quick) {
+		opts.seconds = opts.seconds < 5 ? opts.seconds : 5;
+		if (stall_seconds > 10)
+			stall_seconds = 10;
+	}
+	default_paths(argv[0]);
+	if (access(arena_path, X_OK) || access(bots_path, X_OK)) {
+		fprintf(stderr,
+			"arenabench: needs %s and %s (make tools, or "
+			"--arena= --bots=)\n",
+			arena_path, bots_path);
+		return 1;
+	}
+	clk_tck = sysconf(_SC_CLK_TCK);
+	plan_cpus();
+	signal(SIGINT, on_fatal);
+	signal(SIGTERM, on_fatal);
+	signal(SIGHUP, on_fatal);
+	signal(SIGPIPE, SIG_IGN);
+	{
+		struct rlimit rl;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+	if (!opts.json)
+		printf("arenabench: rooms of %d at %d Hz, %.0f s a cell "
+		       "(+ ramp and %.0f s warm-up), load average %.2f, %s\n"
+		       "%-14s %6s %9s %6s %9s %9s %7s %7s %8s %8s %6s %6s\n",
+		       ROOM, TICK_HZ, opts.seconds, WARMUP_S, bench_loadavg(),
+		       no_pin ? "not pinned" :
+				"server on the first CPU, bots on the others",
+		       "cell", "players", "cpu us/ps", "user", "snaps/s",
+		       "delivered", "p50 ms", "p99 ms", "late p99", "skipped",
+		       "fails", "others");
+	fflush(stdout);
+	for (unsigned int i = 0; i < nplayers; i++) {
+		for (int v = 0; v < NVAR; v++) {
+			struct result *r = &results[i][v];
+
+			snprintf(cell, sizeof(cell), "%s/%u", var_name[v],
+				 players[i]);
+			if (!var_on[v] || !bench_selected(&opts, cell))
+				continue;
+			run_cell_retry(r, players[i], (enum variant)v, 0,
+				       opts.seconds);
+			if (opts.json)
+				print_json(r, cell);
+			else
+				print_row(r, cell);
+			fflush(stdout);
+			if (r->ran && r->failures)
+				zero_fail = false;
+			/* The capacity: every count up to it fits. */
+			shared_ran |= v == V_SHARED;
+			if (v == V_SHARED && !capacity_done) {
+				if (fits(r))
+					capacity = players[i];
+				else
+					capacity_done = true;
+			}
+		}
+	}
+	snprintf(cell, sizeof(cell), "stall/%u+%u", stall_readers, stall_bots);
+	if (stall_on && bench_selected(&opts, cell)) {
+		struct result *r = &stall_result;
+
+		run_cell_retry(r, stall_readers, V_SHARED, stall_bots,
+			       stall_seconds);
+		if (opts.json)
+			print_json(r, cell);
+		else
+			print_row(r, cell);
+		if (r->ran && r->failures)
+			zero_fail = false;
+	}
+
+	if (!opts.json) {
+		const struct result *k = NULL, *s2 = NULL, *c2 = NULL;
+
+		for (unsigned int i = 0; i < nplayers; i++) {
+			if (players[i] == 1000)
+				k = &results[i][V_SHARED];
+			if (players[i] == 2000) {
+				s2 = &results[i][V_SHARED];
+				c2 = &results[i][V_COPY];
+			}
+		}
+		printf("\ntargets:\n");
+		if (shared_ran)
+			bench_target(
+				capacity >= 2000,
+				"capacity (p99 <= %d ms, >= 99.9%% delivered, "
+				"shared, 1 ring): %u players (target >= 2000)",
+				1000 / TICK_HZ + 10, capacity);
+		if (k && k->ran) {
+			bench_target(k->lat_p99_ms <= 60,
+				     "1000 players: p99 input to visible "
+				     "%.1f ms (<= 60)",
+				     k->lat_p99_ms);
+			bench_target(k->delivered >= 0.999,
+				     "1000 players: %.3f%% of snapshots "
+				     "delivered (>= 99.9%%)",
+				     k->delivered * 100);
+			bench_target(k->late_p99_ms <= 1,
+				     "1000 players: tick lateness p99 %.3f "
+				     "ms (<= 1)",
+				     k->late_p99_ms);
+		}
+		if (s2 && c2 && s2->ran && c2->ran)
+			bench_target(s2->cpu_us <= 0.8 * c2->cpu_us,
+				     "2000 players: shared / copy server CPU "
+				     "%.2f / %.2f us per player-second = "
+				     "%.2fx (<= 0.8x)",
+				     s2->cpu_us, c2->cpu_us,
+				     s2->cpu_us / c2->cpu_us);
+		if (stall_on && stall_result.ran) {
+			const struct result *r = &stall_result;
+			double grow = (r->mem_end_kb - r->mem_start_kb) / 1024;
+
+			bench_target(grow <= 16,
+				     "stall: server memory outside the pool "
+				     "%+.1f MiB (%.1f -> %.1f; <= 16)",
+				     grow, r->mem_start_kb / 1024,
+				     r->mem_end_kb / 1024);
+			bench_target(r->lat_p99_ms <= 60 &&
+					     r->delivered >= 0.999,
+				     "stall: readers p99 %.1f ms (<= 60), "
+				     "%.3f%% delivered (>= 99.9%%)",
+				     r->lat_p99_ms, r->delivered * 100);
+			bench_target(r->stall_closed >= stall_bots &&
+					     r->arena_stalled >= stall_bots &&
+					     r->skipped > 0,
+				     "stall: %.0f of %u stalled bots closed "
+				     "(the server closed %.0f as stalled, "
+				     "skipped %.0f snapshots in the window)",
+				     r->stall_closed, stall_bots,
+				     r->arena_stalled, r->skipped);
+		}
+		bench_target(zero_fail, "zero verification failures in "
+					"every cell");
+	}
+	return broken;
+}

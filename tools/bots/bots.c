@@ -1,0 +1,1264 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ao-bots: a swarm of players for ao-arena, that plays it, verifies it
+ * and measures it.
+ *
+ * --players bots are spread over --threads threads; each thread runs its
+ * bots in one loop of the shared client engines (epoll or io_uring, the
+ * ones ao-load runs on: tools/common/engine.h).  The bots connect evenly
+ * over --ramp; each says hello, joins any room, then sends an input every
+ * 1/--rate seconds (default: one per tick), a chat line every --chat on
+ * average and a ping every --ping.  A thread keeps its bots' timers in a
+ * binary heap keyed by each bot's next timer.
+ *
+ * Every snapshot and chat line is checked by the bot that gets it
+ * (bot.c); any failure makes the exit status 1.  Measured: the time from
+ * sending input k to the first snapshot that shows seq >= k (the
+ * input-to-visible latency), snapshots missed (gaps in the tick numbers
+ * a bot should have seen) and their inter-arrival jitter, ping round
+ * trips, messages and bytes per second.
+ *
+ * --churn: bots leave their room and join another, or hang up and
+ * connect again, every --churn on average.  --stall=N: N bots stop
+ * reading once in a room (after --stall-after); at the end of the run
+ * they read again, and must find the server closed them.
+ *
+ * After --duration the bots stop sending and get --drain to see their
+ * last inputs and chat lines come back; what has not by then is lost.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+#include <aorta/clock.h>
+#include <aorta/compiler.h>
+#include <aorta/config.h>
+#include "../load/proto.h"
+#include "bots.h"
+
+#define NS 1000000000ull
+#define MS 1000000ull
+#define CHECK_NS (100 * MS) /* overdue checks, the stop flag */
+#define MAX_PLAYERS 1000000u
+#define MAX_THREADS 256u
+#define CROSS_SLOTS (1u << 20)
+#define NO_HEAP UINT32_MAX
+/* The receive buffer of a bot that stops reading: a client's kernel
+ * buffers are bounded (Linux grows an unread loopback socket's to
+ * tcp_rmem's maximum, 32 MiB here, which hides the stall from any
+ * server for minutes). */
+#define STALL_RCVBUF (16 * 1024)
+
+enum {
+	EXIT_OK = 0,
+	EXIT_FAILED = 1, /* verification failures or errors */
+	EXIT_USAGE = 2,
+	EXIT_CONNECT = 3, /* not one bot could connect */
+};
+
+struct bots_worker {
+	union { /* the engine's state */
+		struct eng eng;
+		struct {
+			ENG_MEMBERS
+		};
+	};
+	struct bots_ctx *ctx;
+	unsigned int tid;
+	uint32_t nbots;
+	struct bot *bots;
+	struct bot **heap; /* by wake, earliest first */
+	uint32_t nheap;
+	struct bot **zombies; /* killed, fd not yet closed */
+	uint32_t nzombies;
+	uint8_t *rxbufs; /* uring: BOT_RXBUF per bot */
+	uint64_t t_stop, t_end, last_check;
+	bool stopping; /* past t_stop */
+	struct bot_meas m;
+};
+
+static const char *prog = "ao-bots";
+static pthread_barrier_t barrier;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s --port=PORT [options]\n"
+		"Play ao-arena with a swarm of bots; verify and measure what they see.\n"
+		"\n"
+		"Target:\n"
+		"  -a, --addr=ADDR       server address (default 127.0.0.1; IPv4 or IPv6,\n"
+		"                        ::1 or [::1])\n"
+		"  -p, --port=PORT       server port (required)\n"
+		"Bots:\n"
+		"  -n, --players=N       bots, one connection each (default 100)\n"
+		"  -r, --rate=R          inputs per second per bot (default 0: the\n"
+		"                        server's tick rate)\n"
+		"      --chat=T          mean time between a bot's chat lines (default\n"
+		"                        5s; 0: no chat)\n"
+		"      --ping=T          time between a bot's pings (default 1s; 0: none)\n"
+		"  -d, --duration=T      play and measure for T (default 10s; ms, s, m, h)\n"
+		"      --ramp=T          connect the bots evenly over T (default 1s)\n"
+		"      --warmup=T        after the ramp, play T unmeasured (default 0)\n"
+		"      --drain=T         after the run, wait up to T for the last inputs\n"
+		"                        and chat lines to come back (default 2s)\n"
+		"      --timeout=T       connect timeout (default 5s)\n"
+		"      --churn=T         bots leave and rejoin, or hang up and connect\n"
+		"                        again, every T on average (default 0: never)\n"
+		"      --stall=N         N bots stop reading once in a room; at the end\n"
+		"                        they must find themselves closed (default 0;\n"
+		"                        their SO_RCVBUF is 16 KiB)\n"
+		"      --stall-after=T   how long after joining they stop (default 1s)\n"
+		"      --seed=N          the bots' random seed (default 1)\n"
+		"Engine:\n"
+		"  -e, --engine=E        epoll or uring (default epoll)\n"
+		"  -t, --threads=N       threads (default 1)\n"
+		"Output:\n"
+		"      --json            the result as one JSON object on stdout\n"
+		"      --hist=FILE       the input-to-visible latency distribution as\n"
+		"                        CSV (see tools/plot/)\n"
+		"      --progress=WHEN   a line a second: auto (on a terminal), always,\n"
+		"                        never\n"
+		"  -q, --quiet           --progress=never\n"
+		"  -h, --help            this help\n"
+		"  -V, --version         the version\n"
+		"\n"
+		"Exit status: 0 ok; 1 verification failures or errors; 2 usage;\n"
+		"3 could not connect.\n",
+		prog);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'.\n", prog);
+	exit(EXIT_USAGE);
+}
+
+enum {
+	OPT_CHAT = 256,
+	OPT_PING,
+	OPT_RAMP,
+	OPT_WARMUP,
+	OPT_DRAIN,
+	OPT_TIMEOUT,
+	OPT_CHURN,
+	OPT_STALL,
+	OPT_STALL_AFTER,
+	OPT_SEED,
+	OPT_JSON,
+	OPT_HIST,
+	OPT_PROGRESS,
+};
+
+static const struct option long_opts[] = {
+	{ "addr", required_argument, NULL, 'a' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "players", required_argument, NULL, 'n' },
+	{ "rate", required_argument, NULL, 'r' },
+	{ "chat", required_argument, NULL, OPT_CHAT },
+	{ "ping", required_argument, NULL, OPT_PING },
+	{ "duration", required_argument, NULL, 'd' },
+	{ "ramp", required_argument, NULL, OPT_RAMP },
+	{ "warmup", required_argument, NULL, OPT_WARMUP },
+	{ "drain", required_argument, NULL, OPT_DRAIN },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "churn", required_argument, NULL, OPT_CHURN },
+	{ "stall", required_argument, NULL, OPT_STALL },
+	{ "stall-after", required_argument, NULL, OPT_STALL_AFTER },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "engine", required_argument, NULL, 'e' },
+	{ "threads", required_argument, NULL, 't' },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "hist", required_argument, NULL, OPT_HIST },
+	{ "progress", required_argument, NULL, OPT_PROGRESS },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static uint64_t need_count(const char *name, const char *s, uint64_t min,
+			   uint64_t max)
+{
+	uint64_t v;
+
+	if (parse_count(s, min, max, &v))
+		bad_usage("--%s: '%s' is not a number in %llu..%llu", name, s,
+			  (unsigned long long)min, (unsigned long long)max);
+	return v;
+}
+
+static uint64_t need_duration(const char *name, const char *s, uint64_t min)
+{
+	uint64_t v;
+
+	if (parse_duration(s, min, 1000000 * NS, &v))
+		bad_usage(
+			"--%s: '%s' is not a duration (like 10, 2.5s, 500ms, 1m)",
+			name, s);
+	return v;
+}
+
+static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
+{
+	struct bots_opts *o = &ctx->o;
+	bool have_port = false;
+	int c;
+
+	o->addr = "127.0.0.1";
+	o->players = 100;
+	o->threads = 1;
+	o->chat_ns = 5 * NS;
+	o->ping_ns = NS;
+	o->duration_ns = 10 * NS;
+	o->ramp_ns = NS;
+	o->drain_ns = 2 * NS;
+	o->timeout_ns = 5 * NS;
+	o->stall_after_ns = NS;
+	o->seed = 1;
+	o->engine = ENG_EPOLL;
+	o->progress = -1;
+	o->check_cross = true;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":a:p:n:r:d:e:t:qhV", long_opts,
+				NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			o->addr = optarg;
+			break;
+		case 'p':
+			o->port =
+				(uint16_t)need_count("port", optarg, 1, 65535);
+			have_port = true;
+			break;
+		case 'n':
+			o->players = (uint32_t)need_count("players", optarg, 1,
+							  MAX_PLAYERS);
+			break;
+		case 'r':
+			o->rate = need_count("rate", optarg, 0, 1000);
+			break;
+		case OPT_CHAT:
+			o->chat_ns = need_duration("chat", optarg, 0);
+			if (o->chat_ns && o->chat_ns < 10 * MS)
+				bad_usage("--chat: '%s' is below 10ms", optarg);
+			break;
+		case OPT_PING:
+			o->ping_ns = need_duration("ping", optarg, 0);
+			if (o->ping_ns && o->ping_ns < 10 * MS)
+				bad_usage("--ping: '%s' is below 10ms", optarg);
+			break;
+		case 'd':
+			o->duration_ns = need_duration("duration", optarg, MS);
+			break;
+		case OPT_RAMP:
+			o->ramp_ns = need_duration("ramp", optarg, 0);
+			break;
+		case OPT_WARMUP:
+			o->warmup_ns = need_duration("warmup", optarg, 0);
+			break;
+		case OPT_DRAIN:
+			o->drain_ns = need_duration("drain", optarg, 0);
+			break;
+		case OPT_TIMEOUT:
+			o->timeout_ns = need_duration("timeout", optarg, MS);
+			break;
+		case OPT_CHURN:
+			o->churn_ns = need_duration("churn", optarg, 0);
+			if (o->churn_ns && o->churn_ns < 10 * MS)
+				bad_usage("--churn: '%s' is below 10ms",
+					  optarg);
+			break;
+		case OPT_STALL:
+			o->stall = (uint32_t)need_count("stall", optarg, 0,
+							MAX_PLAYERS);
+			break;
+		case OPT_STALL_AFTER:
+			o->stall_after_ns =
+				need_duration("stall-after", optarg, 0);
+			break;
+		case OPT_SEED:
+			o->seed = (uint32_t)need_count("seed", optarg, 0,
+						       UINT32_MAX);
+			break;
+		case 'e':
+			if (!strcmp(optarg, "epoll"))
+				o->engine = ENG_EPOLL;
+			else if (!strcmp(optarg, "uring") ||
+				 !strcmp(optarg, "io_uring"))
+				o->engine = ENG_URING;
+			else
+				bad_usage(
+					"--engine: '%s' is not epoll or uring",
+					optarg);
+			break;
+		case 't':
+			o->threads = (uint32_t)need_count("threads", optarg, 1,
+							  MAX_THREADS);
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_HIST:
+			o->hist_path = optarg;
+			break;
+		case OPT_PROGRESS:
+			if (!strcmp(optarg, "auto"))
+				o->progress = -1;
+			else if (!strcmp(optarg, "always"))
+				o->progress = 1;
+			else if (!strcmp(optarg, "never"))
+				o->progress = 0;
+			else
+				bad_usage(
+					"--progress: '%s' is not auto, always or never",
+					optarg);
+			break;
+		case 'q':
+			o->progress = 0;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(EXIT_OK);
+		case 'V':
+			printf("%s %s\n", prog, AO_VERSION);
+			exit(EXIT_OK);
+		case ':':
+			bad_usage("option '%s' needs a value",
+				  argv[optind - 1]);
+		default:
+			if (optopt)
+				bad_usage("unknown option '-%c'", optopt);
+			bad_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		bad_usage("unexpected argument '%s'", argv[optind]);
+	if (!have_port)
+		bad_usage("--port is required");
+	if (o->stall > o->players)
+		bad_usage("--stall: %u bots of %u", o->stall, o->players);
+	if (o->threads > o->players)
+		o->threads = o->players;
+	if (o->engine == ENG_URING) {
+		int r = eng_uring_probe();
+
+		if (r == -ENOSYS)
+			bad_usage("--engine=uring: this build has no io_uring "
+				  "engine (no liburing when it was built)");
+		if (r) {
+			fprintf(stderr,
+				"%s: --engine=uring: io_uring is not available "
+				"here: %s\n",
+				prog, strerror(-r));
+			exit(EXIT_FAILED);
+		}
+	}
+	if (parse_addr(o->addr, o->port, &ctx->sa, &ctx->salen))
+		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address (like "
+			  "127.0.0.1, ::1 or [::1])",
+			  o->addr);
+}
+
+/* ------------------------------------------------------------------ */
+/* What bot.c needs from us */
+
+struct bot_meas *bot_meas_of(struct bot *b)
+{
+	return &b->w->m;
+}
+
+const struct bots_ctx *bot_ctx_of(struct bot *b)
+{
+	return b->w->ctx;
+}
+
+void bot_mark_dirty(struct bot *b)
+{
+	if (b->connected && !b->dead)
+		eng_mark_dirty(&b->w->eng, &b->ec);
+}
+
+/* ------------------------------------------------------------------ */
+/* Timers: a heap of bots by their next timer */
+
+static uint64_t bot_wake(const struct bot *b)
+{
+	const uint64_t t[] = { b->t_connect, b->t_input, b->t_chat, b->t_ping,
+			       b->t_churn,   b->t_join,	 b->t_stall };
+	uint64_t w = 0;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (t[i] && (!w || t[i] < w))
+			w = t[i];
+	return w;
+}
+
+static void heap_put(struct bots_worker *w, uint32_t i, struct bot *b)
+{
+	w->heap[i] = b;
+	b->heap_idx = i;
+}
+
+static void heap_up(struct bots_worker *w, uint32_t i)
+{
+	struct bot *b = w->heap[i];
+
+	while (i) {
+		uint32_t p = (i - 1) / 2;
+
+		if (w->heap[p]->wake <= b->wake)
+			break;
+		heap_put(w, i, w->heap[p]);
+		i = p;
+	}
+	heap_put(w, i, b);
+}
+
+static void heap_down(struct bots_worker *w, uint32_t i)
+{
+	struct bot *b = w->heap[i];
+
+	for (;;) {
+		uint32_t l = 2 * i + 1, m = i;
+		uint64_t mw = b->wake;
+
+		if (l < w->nheap && w->heap[l]->wake < mw) {
+			m = l;
+			mw = w->heap[l]->wake;
+		}
+		if (l + 1 < w->nheap && w->heap[l + 1]->wake < mw)
+			m = l + 1;
+		if (m == i)
+			break;
+		heap_put(w, i, w->heap[m]);
+		i = m;
+	}
+	heap_put(w, i, b);
+}
+
+/* After a bot's timers changed: put it where its next one says. */
+static void heap_fix(struct bots_worker *w, struct bot *b)
+{
+	uint64_t wake = bot_wake(b);
+
+	if (b->heap_idx == NO_HEAP) {
+		if (!wake)
+			return;
+		b->wake = wake;
+		w->heap[w->nheap] = b;
+		b->heap_idx = w->nheap++;
+		heap_up(w, b->heap_idx);
+		return;
+	}
+	if (!wake) {
+		uint32_t i = b->heap_idx;
+		struct bot *last = w->heap[--w->nheap];
+
+		b->heap_idx = NO_HEAP;
+		if (last != b) {
+			heap_put(w, i, last);
+			heap_down(w, i);
+			heap_up(w, last->heap_idx);
+		}
+		return;
+	}
+	b->wake = wake;
+	heap_up(w, b->heap_idx);
+	heap_down(w, b->heap_idx);
+}
+
+/* ------------------------------------------------------------------ */
+/* Connections */
+
+static uint32_t wrnd(struct bot *b)
+{
+	uint32_t x = b->rng;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	b->rng = x;
+	return x;
+}
+
+static struct bots_worker *to_worker(struct eng *e)
+{
+	return container_of(e, struct bots_worker, eng);
+}
+
+static struct bot *to_bot(struct eng_conn *c)
+{
+	return container_of(c, struct bot, ec);
+}
+
+static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
+{
+	int err = eng_connect_rcvbuf((struct sockaddr *)&w->ctx->sa,
+				     w->ctx->salen, w->ctx->o.timeout_ns,
+				     b->stall ? STALL_RCVBUF : 0, &b->fd);
+
+	if (!err && eng_add(&w->eng, &b->ec))
+		err = errno;
+	if (err) {
+		if (b->fd >= 0)
+			close(b->fd);
+		b->fd = -1;
+		bot_fail(b, F_CONNECT, "cannot connect: %s", strerror(err));
+		/* Try again in a second, while the run lasts. */
+		if (now + NS < w->t_stop)
+			b->t_connect = now + NS;
+		return;
+	}
+	b->connected = true;
+	bot_start(b, now);
+}
+
+/* End the bot's connection; it connects again at reconnect (0: never). */
+static void bot_hangup(struct bots_worker *w, struct bot *b, uint64_t reconnect)
+{
+	if (!b->connected)
+		return;
+	eng_conn_kill(&w->eng, &b->ec);
+	b->connected = false;
+	b->state = reconnect ? B_IDLE : B_DONE;
+	b->t_input = b->t_chat = b->t_ping = b->t_churn = b->t_join = 0;
+	b->t_stall = 0;
+	b->t_connect = reconnect;
+	w->zombies[w->nzombies++] = b;
+	heap_fix(w, b);
+}
+
+/* A killed bot's fd closes once the engine has nothing in flight on it;
+ * its reconnect waits for that. */
+static void reap_zombies(struct bots_worker *w)
+{
+	uint32_t i = 0;
+
+	while (i < w->nzombies) {
+		struct bot *b = w->zombies[i];
+
+		if (eng_conn_busy(&b->ec)) {
+			i++;
+			continue;
+		}
+		close(b->fd);
+		b->fd = -1;
+		w->zombies[i] = w->zombies[--w->nzombies];
+	}
+}
+
+static bool bot_is_zombie(const struct bots_worker *w, const struct bot *b)
+{
+	for (uint32_t i = 0; i < w->nzombies; i++)
+		if (w->zombies[i] == b)
+			return true;
+	return false;
+}
+
+static uint8_t next_dir(struct bot *b)
+{
+	/* Walk a direction for a while: bots reach the walls. */
+	if (!b->dir_left) {
+		b->dir = (uint8_t)(wrnd(b) % AP_DIR_NR);
+		b->dir_left = (uint8_t)(10 + wrnd(b) % 90);
+	}
+	b->dir_left--;
+	return b->dir;
+}
+
+static void bot_timers(struct bots_worker *w, struct bot *b, uint64_t now)
+{
+	const struct bots_opts *o = &w->ctx->o;
+	bool live = now < w->t_stop;
+
+	if (b->t_connect && now >= b->t_connect) {
+		b->t_connect = 0;
+		if (live && !bot_is_zombie(w, b))
+			bot_connect(w, b, now);
+		else if (live)
+			b->t_connect = now + MS;
+	}
+	if (b->t_input && now >= b->t_input) {
+		uint64_t period = o->rate ? NS / o->rate : b->period_ns;
+
+		b->t_input = 0;
+		if (live && b->state == B_ROOM) {
+			bot_send_input(b, next_dir(b), now);
+			/* Fixed rate, but never a burst to catch up. */
+			b->t_input = now + period;
+		}
+	}
+	if (b->t_chat && now >= b->t_chat) {
+		b->t_chat = 0;
+		if (live && b->state == B_ROOM) {
+			bot_send_chat(b, now);
+			b->t_chat = now + o->chat_ns / 2 +
+				    (uint64_t)(((unsigned __int128)o->chat_ns *
+						wrnd(b)) >>
+					       32);
+		}
+	}
+	if (b->t_ping && now >= b->t_ping) {
+		uint8_t p[AP_LEN_PING];
+
+		b->t_ping = 0;
+		if (live && b->connected) {
+			if (bot_queue(b, p, ap_enc_ping(p, now))) {
+				b->ping_sent = now;
+				BOT_BUMP(w->m.stat[S_PINGS], 1);
+			}
+			b->t_ping = now + o->ping_ns;
+		}
+	}
+	if (b->t_churn && now >= b->t_churn) {
+		b->t_churn = 0;
+		if (live && b->state == B_ROOM) {
+			uint64_t pause = 20 * MS + wrnd(b) % (200 * MS);
+
+			if (wrnd(b) % 2) {
+				bot_leave(b, now);
+				b->t_join = now + pause;
+			} else {
+				BOT_BUMP(w->m.stat[S_RECONNECTS], 1);
+				bot_hangup(w, b, now + pause);
+				return;
+			}
+		}
+	}
+	if (b->t_join && now >= b->t_join) {
+		b->t_join = 0;
+		if (live && b->state == B_LEAVING)
+			bot_join(b, now);
+	}
+	if (b->t_stall && now >= b->t_stall) {
+		b->t_stall = 0;
+		if (b->connected && !b->stalled) {
+			b->stalled = true;
+			eng_conn_rx(&w->eng, &b->ec, false);
+			BOT_BUMP(w->m.stat[S_STALLED], 1);
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The engine's callbacks */
+
+static void bots_on_data(struct eng *e, struct eng_conn *c, const uint8_t *p,
+			 size_t n, uint64_t now)
+{
+	struct bots_worker *w = to_worker(e);
+	struct bot *b = to_bot(c);
+
+	if (w->m.on)
+		BOT_BUMP(w->m.stat[S_BYTES_IN], n);
+	bot_on_data(b, p, n, now);
+	heap_fix(w, b);
+}
+
+static void bots_on_sent(struct eng *e, struct eng_conn *c, size_t n)
+{
+	struct bot *b = to_bot(c);
+
+	b->tx_sent += n;
+	if (to_worker(e)->m.on)
+		BOT_BUMP(to_worker(e)->m.stat[S_BYTES_OUT], n);
+}
+
+static int bots_unsent(struct eng *e, struct eng_conn *c, struct iovec *iov)
+{
+	struct bot *b = to_bot(c);
+	size_t pos = (size_t)(b->tx_sent & (BOT_TX - 1));
+	size_t len = (size_t)(b->tx_end - b->tx_sent);
+
+	(void)e;
+	if (!len)
+		return 0;
+	iov[0].iov_base = b->tx + pos;
+	if (pos + len <= BOT_TX) {
+		iov[0].iov_len = len;
+		return 1;
+	}
+	iov[0].iov_len = BOT_TX - pos;
+	iov[1].iov_base = b->tx;
+	iov[1].iov_len = len - (BOT_TX - pos);
+	return 2;
+}
+
+static void bots_on_error(struct eng *e, struct eng_conn *c, int err)
+{
+	struct bots_worker *w = to_worker(e);
+	struct bot *b = to_bot(c);
+
+	if (b->stalled)
+		BOT_BUMP(w->m.stat[S_STALL_CLOSED], 1);
+	else
+		bot_fail(b, F_CLOSED, "%s",
+			 err ? strerror(err) : "closed by the server");
+	bot_hangup(w, b, 0);
+}
+
+/* The end of the run: what has not come back is lost; stalled bots must
+ * have been closed. */
+static void finish(struct bots_worker *w, uint64_t now)
+{
+	for (uint32_t i = 0; i < w->nbots; i++) {
+		struct bot *b = &w->bots[i];
+
+		if (!b->connected)
+			continue;
+		if (b->stalled) {
+			bot_fail(b, F_STALL_OPEN,
+				 "stopped reading and was never closed");
+		} else {
+			bot_check_overdue(b, now + INPUT_LOST_NS);
+		}
+		bot_hangup(w, b, 0);
+	}
+}
+
+static uint64_t bots_tick(struct eng *e, uint64_t now)
+{
+	struct bots_worker *w = to_worker(e);
+	uint64_t wait = CHECK_NS;
+	uint32_t i;
+
+	if (__atomic_load_n(&w->ctx->stop, __ATOMIC_ACQUIRE) &&
+	    w->t_stop > now) {
+		w->t_stop = now;
+		w->t_end = now + w->ctx->o.drain_ns;
+	}
+	w->m.on = now >= w->ctx->t_measure && now < w->t_stop;
+	if (!w->stopping && now >= w->t_stop) {
+		/* Stalled bots read again: they must reach the close. */
+		w->stopping = true;
+		for (i = 0; i < w->nbots; i++)
+			if (w->bots[i].stalled && w->bots[i].connected)
+				eng_conn_rx(&w->eng, &w->bots[i].ec, true);
+	}
+	while (w->nheap && w->heap[0]->wake <= now) {
+		struct bot *b = w->heap[0];
+
+		bot_timers(w, b, now);
+		heap_fix(w, b);
+	}
+	if (now - w->last_check >= CHECK_NS) {
+		w->last_check = now;
+		for (i = 0; i < w->nbots; i++)
+			if (w->bots[i].connected)
+				bot_check_overdue(&w->bots[i], now);
+	}
+	if (w->nzombies)
+		reap_zombies(w);
+	if (now >= w->t_end) {
+		finish(w, now);
+		if (w->nzombies)
+			reap_zombies(w);
+		if (!w->nzombies)
+			return 0;
+		return MS; /* operations in flight end first */
+	}
+	if (w->nheap && w->heap[0]->wake - now < wait)
+		wait = w->heap[0]->wake - now;
+	if (w->t_end - now < wait)
+		wait = w->t_end - now;
+	if (w->nzombies && wait > MS)
+		wait = MS;
+	return wait ? wait : 1;
+}
+
+static const struct eng_ops bots_ops = {
+	.on_data = bots_on_data,
+	.on_sent = bots_on_sent,
+	.unsent = bots_unsent,
+	.on_error = bots_on_error,
+	.tick = bots_tick,
+};
+
+/* ------------------------------------------------------------------ */
+/* Threads */
+
+static int worker_setup(struct bots_worker *w)
+{
+	const struct bots_opts *o = &w->ctx->o;
+	uint32_t i;
+
+	w->bots = calloc(w->nbots, sizeof(*w->bots));
+	w->heap = calloc(w->nbots, sizeof(*w->heap));
+	w->zombies = calloc(w->nbots, sizeof(*w->zombies));
+	if (o->engine == ENG_URING)
+		w->rxbufs = malloc((size_t)w->nbots * BOT_RXBUF);
+	if (!w->bots || !w->heap || !w->zombies ||
+	    (o->engine == ENG_URING && !w->rxbufs)) {
+		eng_error(&w->eng, "out of memory");
+		return -1;
+	}
+	hist_init(&w->m.latency);
+	hist_init(&w->m.jitter);
+	hist_init(&w->m.rtt);
+	w->ops = &bots_ops;
+	w->rxlen = BOT_RXBUF;
+	for (i = 0; i < w->nbots; i++) {
+		struct bot *b = &w->bots[i];
+
+		b->w = w;
+		b->fd = -1;
+		b->id = i * o->threads + w->tid;
+		b->heap_idx = NO_HEAP;
+		/* The --stall bots spread evenly over the ids (and so over
+		 * the rooms, which fill in connect order). */
+		b->stall = (uint64_t)(b->id + 1) * o->stall / o->players !=
+			   (uint64_t)b->id * o->stall / o->players;
+		if (w->rxbufs)
+			b->rxbuf = w->rxbufs + (size_t)i * BOT_RXBUF;
+		bot_reset(b);
+	}
+	return eng_setup(&w->eng, o->engine, w->nbots);
+}
+
+static void worker_free(struct bots_worker *w)
+{
+	uint32_t i;
+
+	eng_free(&w->eng);
+	for (i = 0; w->bots && i < w->nbots; i++) {
+		if (w->bots[i].fd >= 0)
+			close(w->bots[i].fd);
+		free(w->bots[i].part);
+	}
+	free(w->bots);
+	free(w->heap);
+	free(w->zombies);
+	free(w->rxbufs);
+	free(w->flush);
+}
+
+static int setup_failed; /* written before the barrier */
+
+static void *worker_main(void *arg)
+{
+	struct bots_worker *w = arg;
+	struct bots_ctx *ctx = w->ctx;
+	uint32_t i;
+
+	if (worker_setup(w))
+		__atomic_store_n(&setup_failed, 1, __ATOMIC_RELAXED);
+	pthread_barrier_wait(&barrier);
+	pthread_barrier_wait(&barrier); /* main has set t0 */
+	if (__atomic_load_n(&setup_failed, __ATOMIC_RELAXED))
+		return NULL;
+	w->t_stop = ctx->t_stop;
+	w->t_end = ctx->t_end;
+	w->last_check = ctx->t0;
+	for (i = 0; i < w->nbots; i++) {
+		struct bot *b = &w->bots[i];
+
+		b->t_connect = ctx->t0 + 1 +
+			       (uint64_t)((unsigned __int128)b->id *
+					  ctx->o.ramp_ns / ctx->o.players);
+		heap_fix(w, b);
+	}
+	if (eng_run(&w->eng) && !w->err[0])
+		eng_error(&w->eng, "engine failed");
+	__atomic_fetch_add(&ctx->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Results */
+
+static void collect(struct bots_ctx *ctx, struct bot_meas *t)
+{
+	unsigned int i, k;
+
+	memset(t->stat, 0, sizeof(t->stat));
+	memset(t->fail, 0, sizeof(t->fail));
+	hist_init(&t->latency);
+	hist_init(&t->jitter);
+	hist_init(&t->rtt);
+	for (i = 0; i < ctx->o.threads; i++) {
+		struct bot_meas *m = &ctx->workers[i].m;
+
+		for (k = 0; k < S_NR; k++)
+			t->stat[k] += BOT_LOAD(m->stat[k]);
+		for (k = 0; k < F_NR; k++)
+			t->fail[k] += BOT_LOAD(m->fail[k]);
+		hist_merge(&t->latency, &m->latency);
+		hist_merge(&t->jitter, &m->jitter);
+		hist_merge(&t->rtt, &m->rtt);
+	}
+}
+
+static uint64_t failures(const struct bot_meas *t)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < F_NR; k++)
+		n += t->fail[k];
+	return n;
+}
+
+static double share(const struct bot_meas *t)
+{
+	return t->stat[S_SNAPS_EXPECTED] ?
+		       (double)t->stat[S_SNAPS] /
+			       (double)t->stat[S_SNAPS_EXPECTED] :
+		       0.0;
+}
+
+static void progress_line(struct bots_ctx *ctx, uint64_t now,
+			  struct bot_meas *last, uint64_t *last_t)
+{
+	struct bot_meas *t = malloc(sizeof(*t));
+	double dt = (double)(now - *last_t) / 1e9;
+
+	if (!t)
+		return;
+	collect(ctx, t);
+	printf("%7.1fs  connects %llu  joins %llu  snaps/s %.0f  "
+	       "inputs/s %.0f  latency p99 %.1f ms  delivered %.4f  "
+	       "failures %llu\n",
+	       (double)(now - ctx->t0) / 1e9,
+	       (unsigned long long)t->stat[S_CONNECTS],
+	       (unsigned long long)t->stat[S_JOINS],
+	       (double)(t->stat[S_SNAPS] - last->stat[S_SNAPS]) / dt,
+	       (double)(t->stat[S_INPUTS] - last->stat[S_INPUTS]) / dt,
+	       (double)hist_percentile(&t->latency, 99.0) / 1e6, share(t),
+	       (unsigned long long)failures(t));
+	fflush(stdout);
+	memcpy(last->stat, t->stat, sizeof(t->stat));
+	*last_t = now;
+	free(t);
+}
+
+static const double pcts[] = { 50, 90, 99, 99.9 };
+static const char *const pct_names[] = { "p50", "p90", "p99", "p99.9" };
+#define NPCT (sizeof(pcts) / sizeof(pcts[0]))
+
+static const char *engine_name(enum eng_kind k)
+{
+	return k == ENG_URING ? "uring" : "epoll";
+}
+
+static void print_text(const struct bots_ctx *ctx, const struct bot_meas *t,
+		       double secs, const char *status)
+{
+	const struct bots_opts *o = &ctx->o;
+	bool any = false;
+	unsigned int i;
+
+	printf("%s: %s port %u, %u players, %s engine, %u thread%s, "
+	       "%.2f s measured\n",
+	       prog, o->addr, o->port, o->players, engine_name(o->engine),
+	       o->threads, o->threads == 1 ? "" : "s", secs);
+	printf("  sessions    %llu connects, %llu joins, %llu leaves, %llu "
+	       "reconnects\n",
+	       (unsigned long long)t->stat[S_CONNECTS],
+	       (unsigned long long)t->stat[S_JOINS],
+	       (unsigned long long)t->stat[S_LEAVES],
+	       (unsigned long long)t->stat[S_RECONNECTS]);
+	printf("  snapshots   %llu of %llu expected (%.4f delivered), %llu "
+	       "missed, %.0f/s\n",
+	       (unsigned long long)t->stat[S_SNAPS],
+	       (unsigned long long)t->stat[S_SNAPS_EXPECTED], share(t),
+	       (unsigned long long)t->stat[S_SNAP_GAPS],
+	       (double)t->stat[S_SNAPS] / secs);
+	printf("  inputs      %llu sent, %llu seen applied, %llu not sent "
+	       "(queue full)\n",
+	       (unsigned long long)t->stat[S_INPUTS],
+	       (unsigned long long)t->stat[S_INPUTS_SEEN],
+	       (unsigned long long)t->stat[S_INPUTS_BLOCKED]);
+	printf("  latency     input to visible: ");
+	for (i = 0; i < NPCT; i++)
+		printf("%s %.2f  ", pct_names[i],
+		       (double)hist_percentile(&t->latency, pcts[i]) / 1e6);
+	printf("max %.2f ms\n", (double)t->latency.max / 1e6);
+	printf("  jitter      p50 %.2f  p99 %.2f  max %.2f ms; ping rtt p50 "
+	       "%.3f  p99 %.3f ms\n",
+	       (double)hist_percentile(&t->jitter, 50) / 1e6,
+	       (double)hist_percentile(&t->jitter, 99) / 1e6,
+	       (double)t->jitter.max / 1e6,
+	       (double)hist_percentile(&t->rtt, 50) / 1e6,
+	       (double)hist_percentile(&t->rtt, 99) / 1e6);
+	printf("  chat        %llu lines sent, %llu received\n",
+	       (unsigned long long)t->stat[S_CHATS],
+	       (unsigned long long)t->stat[S_CHAT_LINES]);
+	printf("  traffic     %.0f msgs/s in, %.0f out; %.2f MB/s in, %.2f "
+	       "out\n",
+	       (double)t->stat[S_MSGS_IN] / secs,
+	       (double)t->stat[S_MSGS_OUT] / secs,
+	       (double)t->stat[S_BYTES_IN] / secs / 1e6,
+	       (double)t->stat[S_BYTES_OUT] / secs / 1e6);
+	if (o->stall)
+		printf("  stalled     %llu stopped reading, %llu closed by the "
+		       "server\n",
+		       (unsigned long long)t->stat[S_STALLED],
+		       (unsigned long long)t->stat[S_STALL_CLOSED]);
+	printf("  failures    %llu", (unsigned long long)failures(t));
+	for (i = 0; i < F_NR; i++) {
+		if (!t->fail[i])
+			continue;
+		printf("%s%s %llu", any ? ", " : " (", bot_fail_name(i),
+		       (unsigned long long)t->fail[i]);
+		any = true;
+	}
+	printf("%s\n", any ? ")" : "");
+	printf("  status      %s\n", status);
+}
+
+static void print_json(const struct bots_ctx *ctx, const struct bot_meas *t,
+		       double secs, const char *status)
+{
+	const struct bots_opts *o = &ctx->o;
+	unsigned int i;
+
+	printf("{\"tool\":\"ao-bots\",\"version\":\"%s\",\"addr\":\"%s\","
+	       "\"port\":%u,\"players\":%u,\"threads\":%u,\"engine\":\"%s\","
+	       "\"seconds\":%.6f,\"warmup_s\":%.3f,\"churn_s\":%.3f,"
+	       "\"stall\":%u,",
+	       AO_VERSION, o->addr, o->port, o->players, o->threads,
+	       engine_name(o->engine), secs, (double)o->warmup_ns / 1e9,
+	       (double)o->churn_ns / 1e9, o->stall);
+	printf("\"connects\":%llu,\"welcomes\":%llu,\"joins\":%llu,"
+	       "\"leaves\":%llu,\"reconnects\":%llu,\"snapshots\":%llu,"
+	       "\"snapshots_expected\":%llu,\"delivered\":%.6f,"
+	       "\"snap_gaps\":%llu,\"snapshots_per_s\":%.1f,\"inputs\":%llu,"
+	       "\"inputs_seen\":%llu,\"inputs_blocked\":%llu,\"chats\":%llu,"
+	       "\"chat_lines\":%llu,\"pings\":%llu,\"pongs\":%llu,",
+	       (unsigned long long)t->stat[S_CONNECTS],
+	       (unsigned long long)t->stat[S_WELCOMES],
+	       (unsigned long long)t->stat[S_JOINS],
+	       (unsigned long long)t->stat[S_LEAVES],
+	       (unsigned long long)t->stat[S_RECONNECTS],
+	       (unsigned long long)t->stat[S_SNAPS],
+	       (unsigned long long)t->stat[S_SNAPS_EXPECTED], share(t),
+	       (unsigned long long)t->stat[S_SNAP_GAPS],
+	       (double)t->stat[S_SNAPS] / secs,
+	       (unsigned long long)t->stat[S_INPUTS],
+	       (unsigned long long)t->stat[S_INPUTS_SEEN],
+	       (unsigned long long)t->stat[S_INPUTS_BLOCKED],
+	       (unsigned long long)t->stat[S_CHATS],
+	       (unsigned long long)t->stat[S_CHAT_LINES],
+	       (unsigned long long)t->stat[S_PINGS],
+	       (unsigned long long)t->stat[S_PONGS]);
+	for (i = 0; i < NPCT; i++)
+		printf("\"latency_%s_ns\":%llu,", pct_names[i],
+		       (unsigned long long)hist_percentile(&t->latency,
+							   pcts[i]));
+	printf("\"latency_max_ns\":%llu,\"latency_mean_ns\":%.1f,"
+	       "\"jitter_p50_ns\":%llu,\"jitter_p99_ns\":%llu,"
+	       "\"jitter_max_ns\":%llu,\"rtt_p50_ns\":%llu,"
+	       "\"rtt_p99_ns\":%llu,",
+	       (unsigned long long)t->latency.max, hist_mean(&t->latency),
+	       (unsigned long long)hist_percentile(&t->jitter, 50),
+	       (unsigned long long)hist_percentile(&t->jitter, 99),
+	       (unsigned long long)t->jitter.max,
+	       (unsigned long long)hist_percentile(&t->rtt, 50),
+	       (unsigned long long)hist_percentile(&t->rtt, 99));
+	printf("\"msgs_in_per_s\":%.1f,\"msgs_out_per_s\":%.1f,"
+	       "\"bytes_in_per_s\":%.1f,\"bytes_out_per_s\":%.1f,"
+	       "\"errors_rx\":%llu,\"stalled\":%llu,\"stall_closed\":%llu,"
+	       "\"failures\":%llu,\"fail\":{",
+	       (double)t->stat[S_MSGS_IN] / secs,
+	       (double)t->stat[S_MSGS_OUT] / secs,
+	       (double)t->stat[S_BYTES_IN] / secs,
+	       (double)t->stat[S_BYTES_OUT] / secs,
+	       (unsigned long long)t->stat[S_ERRORS_RX],
+	       (unsigned long long)t->stat[S_STALLED],
+	       (unsigned long long)t->stat[S_STALL_CLOSED],
+	       (unsigned long long)failures(t));
+	for (i = 0; i < F_NR; i++)
+		printf("%s\"%s\":%llu", i ? "," : "", bot_fail_name(i),
+		       (unsigned long long)t->fail[i]);
+	printf("},\"status\":\"%s\"}\n", status);
+}
+
+static int write_hist(const char *path, const struct hist *h)
+{
+	FILE *f = fopen(path, "w");
+	int r;
+
+	if (!f) {
+		fprintf(stderr, "%s: --hist: cannot open %s: %s\n", prog, path,
+			strerror(errno));
+		return -1;
+	}
+	r = hist_write_csv(h, f);
+	if (fclose(f))
+		r = -1;
+	if (r)
+		fprintf(stderr, "%s: --hist: cannot write %s: %s\n", prog, path,
+			strerror(errno));
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	static struct bots_ctx ctx;
+	struct bot_meas *t, *last;
+	struct signalfd_siginfo si;
+	pthread_t *tids;
+	sigset_t set;
+	uint64_t now, next_line, last_t, t_end;
+	const char *status = "ok";
+	int sfd, err, rc = EXIT_OK;
+	bool progress, interrupted = false;
+	uint32_t i;
+	double secs;
+
+	if (argv[0] && strrchr(argv[0], '/'))
+		prog = strrchr(argv[0], '/') + 1;
+	else if (argv[0] && argv[0][0])
+		prog = argv[0];
+	parse_args(argc, argv, &ctx);
+	progress = ctx.o.progress > 0 ||
+		   (ctx.o.progress < 0 && !ctx.o.json && isatty(1));
+	ao_clock_calibrate();
+
+	/* Signals wait for the signalfd, in every thread (see ao-echo). */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) ||
+	    (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) {
+		fprintf(stderr, "%s: signalfd: %s\n", prog, strerror(errno));
+		return EXIT_FAILED;
+	}
+	signal(SIGPIPE, SIG_IGN);
+
+	ctx.cross_mask = CROSS_SLOTS - 1;
+	ctx.cross = calloc(CROSS_SLOTS, sizeof(*ctx.cross));
+	ctx.workers = calloc(ctx.o.threads, sizeof(*ctx.workers));
+	tids = calloc(ctx.o.threads, sizeof(*tids));
+	t = malloc(sizeof(*t));
+	last = calloc(1, sizeof(*last));
+	if (!ctx.cross || !ctx.workers || !tids || !t || !last) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return EXIT_FAILED;
+	}
+	pthread_barrier_init(&barrier, NULL, ctx.o.threads + 1);
+	for (i = 0; i < ctx.o.threads; i++) {
+		struct bots_worker *w = &ctx.workers[i];
+
+		w->ctx = &ctx;
+		w->tid = i;
+		w->nbots = ctx.o.players / ctx.o.threads +
+			   (i < ctx.o.players % ctx.o.threads);
+		err = pthread_create(&tids[i], NULL, worker_main, w);
+		if (err) {
+			fprintf(stderr, "%s: cannot start thread: %s\n", prog,
+				strerror(err));
+			return EXIT_FAILED;
+		}
+	}
+	pthread_barrier_wait(&barrier); /* the threads are set up */
+	ctx.t0 = ao_now_ns();
+	ctx.t_measure = ctx.t0 + ctx.o.ramp_ns + ctx.o.warmup_ns;
+	ctx.t_stop = ctx.t_measure + ctx.o.duration_ns;
+	ctx.t_end = ctx.t_stop + ctx.o.drain_ns;
+	pthread_barrier_wait(&barrier);
+	if (setup_failed) {
+		for (i = 0; i < ctx.o.threads; i++) {
+			pthread_join(tids[i], NULL);
+			if (ctx.workers[i].err[0] && rc == EXIT_OK) {
+				fprintf(stderr, "%s: thread %u: %s\n", prog, i,
+					ctx.workers[i].err);
+				rc = EXIT_FAILED;
+			}
+		}
+		return EXIT_FAILED;
+	}
+
+	next_line = ctx.t0 + NS;
+	last_t = ctx.t0;
+	while (__atomic_load_n(&ctx.done, __ATOMIC_ACQUIRE) < ctx.o.threads) {
+		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+		int timeout = 100;
+
+		now = ao_now_ns();
+		if (progress && next_line > now &&
+		    (next_line - now) / MS < (uint64_t)timeout)
+			timeout = (int)((next_line - now) / MS) + 1;
+		if (poll(&pfd, 1, timeout) > 0 &&
+		    read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+			if (interrupted) {
+				fprintf(stderr, "%s: interrupted twice\n",
+					prog);
+				_exit(EXIT_FAILED);
+			}
+			/* The threads stop sending and drain. */
+			interrupted = true;
+			__atomic_store_n(&ctx.stop, 1, __ATOMIC_RELEASE);
+		}
+		now = ao_now_ns();
+		if (progress && now >= next_line) {
+			progress_line(&ctx, now, last, &last_t);
+			next_line += NS;
+		}
+	}
+	for (i = 0; i < ctx.o.threads; i++)
+		pthread_join(tids[i], NULL);
+	t_end = ao_now_ns();
+	for (i = 0; i < ctx.o.threads; i++) {
+		if (ctx.workers[i].err[0]) {
+			fprintf(stderr, "%s: thread %u: %s\n", prog, i,
+				ctx.workers[i].err);
+			rc = EXIT_FAILED;
+			status = "engine error";
+		}
+	}
+	collect(&ctx, t);
+	/* Rates over the measured window (an interrupt may cut it). */
+	if (t_end > ctx.t_stop)
+		t_end = ctx.t_stop;
+	secs = t_end > ctx.t_measure ? (double)(t_end - ctx.t_measure) / 1e9 :
+				       0;
+	if (secs <= 0)
+		secs = 1e-9;
+	if (failures(t)) {
+		rc = EXIT_FAILED;
+		status = "verification failed";
+	}
+	if (!t->stat[S_CONNECTS] && t->fail[F_CONNECT]) {
+		rc = EXIT_CONNECT;
+		status = "could not connect";
+	}
+	if (interrupted && rc == EXIT_OK)
+		status = "interrupted";
+	if (ctx.o.json)
+		print_json(&ctx, t, secs, status);
+	else
+		print_text(&ctx, t, secs, status);
+	if (ctx.o.hist_path && write_hist(ctx.o.hist_path, &t->latency))
+		rc = EXIT_FAILED;
+	for (i = 0; i < ctx.o.threads; i++)
+		worker_free(&ctx.workers[i]);
+	pthread_barrier_destroy(&barrier);
+	close(sfd);
+	free(ctx.cross);
+	free(ctx.workers);
+	free(tids);
+	free(t);
+	free(last);
+	return rc;
+}
