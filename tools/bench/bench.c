@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "bench.h"
 
 static void usage(const char *prog, const char *extra, int code)
@@ -121,6 +122,34 @@ double bench_loadavg(void)
 	double l;
 
 	return getloadavg(&l, 1) == 1 ? l : -1;
+}
+
+double bench_busy_cpu_s(void)
+{
+	unsigned long long v[8];
+	double sum = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	char line[512];
+	FILE *f = fopen("/proc/stat", "r");
+
+	if (!f || hz <= 0) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		/* The "cpu " line: every CPU together. */
+		if (strncmp(line, "cpu ", 4))
+			continue;
+		if (sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+			   &v[7]) == 8)
+			/* user nice system idle iowait irq softirq steal */
+			sum = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
+		break;
+	}
+	fclose(f);
+	return sum / (double)hz;
 }
 
 int bench_pin(int cpu)

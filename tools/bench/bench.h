@@ -36,6 +36,9 @@ uint64_t bench_thread_cpu_ns(void); /* this thread, user + system */
 long bench_peak_rss_kib(void); /* VmHWM */
 long bench_rss_kib(void); /* VmRSS */
 double bench_loadavg(void); /* 1-minute load average, -1 if unknown */
+/* CPU seconds every CPU spent busy (steal included: the hypervisor took
+ * the CPU), from /proc/stat, in clock ticks; -1 if unknown. */
+double bench_busy_cpu_s(void);
 
 /* Pin the calling thread to cpu (mod the CPUs we may use); 0 or -errno. */
 int bench_pin(int cpu);
