@@ -37,11 +37,11 @@ void bad_usage(const char *fmt, ...)
 	exit(CLI_EXIT_USAGE);
 }
 
-void cli_option(int c, char *const *argv, void (*usage)(FILE *f))
+void cli_option(int c, char *const *argv, void (*print_usage)(FILE *f))
 {
 	switch (c) {
 	case 'h':
-		usage(stdout);
+		print_usage(stdout);
 		exit(0);
 	case 'V':
 		printf("%s %s\n", prog, AO_VERSION);

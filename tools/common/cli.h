@@ -34,12 +34,12 @@ void bad_usage(const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 1, 2)));
 /*
  * What getopt_long() (opterr = 0, optstring starting with ':') returned
- * that every tool takes the same way: 'h' (--help: usage(stdout), exit
- * 0), 'V' (--version: "<prog> <version>" on stdout, exit 0), ':' (a
+ * that every tool takes the same way: 'h' (--help: print_usage(stdout),
+ * exit 0), 'V' (--version: "<prog> <version>" on stdout, exit 0), ':' (a
  * value is missing: usage error), anything else (an unknown option:
  * usage error).
  */
-void cli_option(int c, char *const *argv, void (*usage)(FILE *f))
+void cli_option(int c, char *const *argv, void (*print_usage)(FILE *f))
 	__attribute__((noreturn));
 /* After the options (optind): a usage error if any argument is left. */
 void cli_no_operands(int argc, char *const *argv);
