@@ -25,7 +25,8 @@
 #
 # Beside them, the game server: an ao-arena under ao-bots players that
 # leave, rejoin and reconnect all the time (--churn) for the whole run,
-# and, once after the warm-up, a swarm of which some stop reading.  It
+# and, once after the warm-up, a second ao-arena under 100 players (two
+# full rooms) of which 20 stop reading.  It
 # fails on any verification failure of either ao-bots run (a tick out of
 # order, a position or chat line wrong or missing, a player id from
 # another room, a stalled bot not closed), RSS outside the buffer pool
@@ -295,13 +296,19 @@ if [ "$soak_arena" != 0 ]; then
 		--quiet >"$tmp/arena-bots.json" 2>"$tmp/arena-bots.err" &
 	echo $! >"$tmp/arena-bots.pid"
 	children="$children $!"
-	# Once the warm-up is over: 60 players, 20 of them stop reading,
-	# for 25 s: the server sees a stall only once the kernel's buffers
-	# are full (seconds in a small room), then closes the player as a
-	# slow consumer after its 2 s stall timeout.
+	# Once the warm-up is over, on a server of their own: 100 players,
+	# two full rooms, 20 of them stop reading, for 25 s.  The server
+	# sees a stall only once the kernel's buffers are full, then closes
+	# the player as a slow consumer after its 2 s stall timeout: seconds
+	# with a full room's snapshots (612 bytes, 20 a second), but over a
+	# minute for a player alone in a room, which the churning swarm's
+	# holes and leftovers would make of some.
+	"$arena_bin" --port=0 --json --quiet >"$tmp/arena2.out" \
+		2>"$tmp/arena2.err" &
+	started arena2
 	(
 		sleep "$warm_s"
-		"$bots_bin" --port="$(cat "$tmp/arena.port")" --players=60 \
+		"$bots_bin" --port="$(cat "$tmp/arena2.port")" --players=100 \
 			--stall=20 --duration=25s --json --quiet \
 			>"$tmp/arena-stall.json" 2>"$tmp/arena-stall.err"
 		echo $? >"$tmp/arena-stall.rc"
@@ -456,20 +463,24 @@ if [ "$soak_arena" != 0 ]; then
 				"$(tail -n 5 "$tmp/arena-$b.err")"
 		fi
 	done
-	pid=$(cat "$tmp/arena.pid")
-	kill -TERM "$pid"
-	wait "$pid"
-	erc=$?
-	final=$(grep '"type":"final"' "$tmp/arena.out" | tail -n 1)
-	echo "  final       players $(jnum "$final" players), pool_in_use" \
-		"$(jnum "$final" pool_in_use), ticks $(jnum "$final" ticks)," \
-		"exit $erc"
-	if [ "$erc" -ne 0 ] || [ "$(jnum "$final" pool_in_use)" != 0 ] ||
-		[ "$(jnum "$final" players)" != 0 ] ||
-		! printf '%s\n' "$final" | grep -q '"consistent":true'; then
-		violation "arena: ao-arena exit $erc, final: $final" \
-			"$(tail -n 5 "$tmp/arena.err")"
-	fi
+	for a in arena arena2; do
+		pid=$(cat "$tmp/$a.pid")
+		kill -TERM "$pid"
+		wait "$pid"
+		erc=$?
+		final=$(grep '"type":"final"' "$tmp/$a.out" | tail -n 1)
+		echo "  final       ($a) players $(jnum "$final" players)," \
+			"pool_in_use $(jnum "$final" pool_in_use), ticks" \
+			"$(jnum "$final" ticks), exit $erc"
+		if [ "$erc" -ne 0 ] ||
+			[ "$(jnum "$final" pool_in_use)" != 0 ] ||
+			[ "$(jnum "$final" players)" != 0 ] ||
+			! printf '%s\n' "$final" |
+			grep -q '"consistent":true'; then
+			violation "$a: ao-arena exit $erc, final: $final" \
+				"$(tail -n 5 "$tmp/$a.err")"
+		fi
+	done
 fi
 
 if [ "$fail" -ne 0 ]; then
