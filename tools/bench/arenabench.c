@@ -705,13 +705,6 @@ static void print_row(const struct result *r, const char *cell)
 	       r->note);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* The run of a cell with the median CPU per player-second (the lower
  * middle one for an even count); not ran if no round ran it. */
 static void median_run(struct result *out, const struct result *runs)
@@ -725,7 +718,7 @@ static void median_run(struct result *out, const struct result *runs)
 			cpu[n++] = runs[k].cpu_us;
 	if (!n)
 		return;
-	qsort(cpu, (size_t)n, sizeof(cpu[0]), cmp_double);
+	bench_sort_double(cpu, (size_t)n);
 	for (int k = 0; k < opts.runs; k++) {
 		if (runs[k].ran && runs[k].cpu_us == cpu[(n - 1) / 2]) {
 			*out = runs[k];
@@ -748,10 +741,7 @@ static double pair_ratio(unsigned int i)
 		if (s->ran && c->ran && c->cpu_us > 0)
 			q[n++] = s->cpu_us / c->cpu_us;
 	}
-	if (!n)
-		return 0;
-	qsort(q, (size_t)n, sizeof(q[0]), cmp_double);
-	return n % 2 ? q[n / 2] : (q[n / 2 - 1] + q[n / 2]) / 2;
+	return bench_median(q, (size_t)n);
 }
 
 static bool fits(const struct result *r)
