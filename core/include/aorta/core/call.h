@@ -24,8 +24,8 @@
  * Memory (see core/call.c): items are 32 bytes, carved from 2 KiB
  * slabs of AO_CALL_SLAB_ITEMS, each slab owned by the thread that
  * allocated it.  A thread keeps its wholly idle slabs for reuse and frees
- * those beyond AO_CALL_IDLE_SLABS that it went 64 slab changes (some
- * 4,000 calls) without using; a slab with calls out stays until they come
+ * those beyond AO_CALL_IDLE_SLABS that it went a second without using
+ * (looking every 64 slab changes, some 4,000 calls); a slab with calls out stays until they come
  * back.  Items run by another thread go home in batches of at most
  * AO_CALL_BATCH, and each thread holds at most one batch meanwhile.  When
  * a thread exits, its idle slabs go back to free(), and every other slab
@@ -45,7 +45,7 @@ typedef void (*ao_call_fn)(void *arg);
 /* Items per slab (2 KiB: a 64-byte header and 62 items of 32 bytes). */
 #define AO_CALL_SLAB_ITEMS 62u
 /* Wholly idle slabs a thread keeps for good (the others it frees once
- * it goes 64 slab changes without them). */
+ * it goes a second without them). */
 #define AO_CALL_IDLE_SLABS 16u
 /* Items run on one thread for another that it holds at most before it
  * sends them home (items of one slab go together). */
