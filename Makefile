@@ -244,6 +244,11 @@ tests: $(test-bins)
 check: deps
 	$(Q)$(MAKE) check-run
 
+# The symbols test reads libaorta.so, which the tests do not link.
+ifeq ($(SANITIZE),)
+check-run: $(lib-so-links)
+endif
+
 # The runners that drive the tools (ao-echo, ao-load) find them through
 # AO_TOOLS_DIR; they are built with the same flags (and sanitizer).
 check-run: $(test-bins) $(tool-bins)
