@@ -16,7 +16,11 @@ make=$1
 out=$2
 pass=0
 fail=0
-base="$(pwd)/${out}tests/install-root"
+# OUT is relative to the source tree, or absolute (make O=/some/dir).
+case $out in
+/*) base="${out}tests/install-root" ;;
+*) base="$(pwd)/${out}tests/install-root" ;;
+esac
 prog="${out}tests/install-smoke"
 
 ok() { pass=$((pass + 1)); }
