@@ -233,7 +233,9 @@ void io_ring_run_turns(struct io_ring *r)
 			continue;
 		}
 		/* c stays allocated: only this thread frees, in reap. */
-		ao_strand_run_held(&c->strand, READ_ONCE(c->strand.batch));
+		IO_STAT_ADD(r, assisted,
+			    ao_strand_run_held(&c->strand,
+					       READ_ONCE(c->strand.batch)));
 		now = ao_cycles();
 		if (now - t0 > r->assist_slow)
 			c->no_assist = true;

@@ -266,6 +266,7 @@ static enum ao_io_backend backend_of(void **state)
 static void test_order(void **state)
 {
 	struct ao_server_config cfg;
+	struct ao_io_stats st;
 	struct ao_server *srv;
 	struct order_arg args[16];
 	int nc = (int)t_scaled(16, 4), np = (int)t_scaled(2000, 300);
@@ -286,6 +287,12 @@ static void test_order(void **state)
 	 * the budget, and client 0 after its first slow handler). */
 	assert_true(ld(&t_on_ring) > 0);
 	assert_true(ld(&t_on_worker) > 0);
+	/* The ring counts what it ran: every packet handler seen on it,
+	 * and some of the connections' on_open / on_close items. */
+	assert_int_equal(ao_server_stats(srv, -1, &st), 0);
+	assert_true(st.assisted > 0);
+	assert_true(st.assisted >= ld(&t_on_ring));
+	assert_true(st.assisted <= ld(&t_on_ring) + 2 * (uint64_t)nc);
 	finish(srv);
 	t_watchdog_disarm();
 }
@@ -403,6 +410,7 @@ static int h_ring(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 static void test_ring_handlers_win(void **state)
 {
 	struct ao_server_config cfg;
+	struct ao_io_stats st;
 	struct ao_server *srv;
 	uint8_t buf[16];
 	int fd;
@@ -423,6 +431,9 @@ static void test_ring_handlers_win(void **state)
 	WAIT_UNTIL(ld(&t_packets) == 50, 5000);
 	assert_int_equal(ld(&t_on_ring), 50);
 	assert_int_equal(ld(&t_on_worker), 0);
+	/* Handlers on the ring are not strand turns it took over. */
+	assert_int_equal(ao_server_stats(srv, -1, &st), 0);
+	assert_int_equal(st.assisted, 0);
 	assert_int_equal(ao_server_stop(srv), 0);
 	assert_int_equal(ld(&t_errors), 0);
 	assert_int_equal(ao_bufpool_in_use(ao_server_pool(srv)), 0);

@@ -360,7 +360,7 @@ static void print_json(struct echo *e, const struct snap *s, bool final,
 	printf("\"accepted\":%llu,\"rejected\":%llu,\"open\":%llu,"
 	       "\"packets_in\":%llu,\"bytes_in\":%llu,\"packets_out\":%llu,"
 	       "\"bytes_out\":%llu,\"pauses\":%llu,\"enobufs\":%llu,"
-	       "\"accept_errors\":%llu,\"closes\":{",
+	       "\"accept_errors\":%llu,\"assisted\":%llu,\"closes\":{",
 	       (unsigned long long)io->accepted,
 	       (unsigned long long)io->rejected, (unsigned long long)io->open,
 	       (unsigned long long)io->packets_in,
@@ -368,7 +368,8 @@ static void print_json(struct echo *e, const struct snap *s, bool final,
 	       (unsigned long long)io->packets_out,
 	       (unsigned long long)io->bytes_out,
 	       (unsigned long long)io->pauses, (unsigned long long)io->enobufs,
-	       (unsigned long long)io->accept_errors);
+	       (unsigned long long)io->accept_errors,
+	       (unsigned long long)io->assisted);
 	print_closes_json(io);
 	printf("},\"pool_total\":%u,\"pool_in_use\":%u,"
 	       "\"pool_exhausted\":%llu,\"lock_fast\":%.2f,\"lock_p1\":%.2f,"
@@ -444,10 +445,12 @@ static void print_final_text(struct echo *e, const struct snap *s,
 	printf("  pool locks    fast %.2f%%, spin %.2f%%, yield %.2f%%, "
 	       "sleep %.2f%%\n",
 	       pct[0], pct[1], pct[2], pct[3]);
-	printf("  executor      %llu executed, %llu stolen, %llu parks\n",
+	printf("  executor      %llu executed, %llu stolen, %llu parks; "
+	       "%llu run by the rings (assist)\n",
 	       (unsigned long long)s->ex.executed,
 	       (unsigned long long)s->ex.stolen,
-	       (unsigned long long)s->ex.parks);
+	       (unsigned long long)s->ex.parks,
+	       (unsigned long long)io->assisted);
 	printf("  stop          %s\n", status);
 	fflush(stdout);
 }

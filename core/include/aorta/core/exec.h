@@ -90,7 +90,8 @@ struct ao_exec_config {
 /* Totals over the executor (all counters since create). */
 struct ao_exec_stats {
 	uint64_t submitted; /* accepted submissions (queued or inline) */
-	uint64_t executed; /* items run by workers (queued or inline) */
+	uint64_t executed; /* items run by workers (queued or inline); not
+			    * those other threads run (ao_io_stats.assisted) */
 	uint64_t inlined; /* of executed: run inline by a full worker submit */
 	uint64_t rejected; /* refused: -EAGAIN or -ESHUTDOWN */
 	uint64_t stolen; /* items taken from another worker's deque */

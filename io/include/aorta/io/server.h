@@ -151,6 +151,8 @@ struct ao_io_stats {
 	uint64_t pauses; /* backpressure: recv paused for a full backlog */
 	uint64_t enobufs; /* receives that found no buffer (refilled) */
 	uint64_t accept_errors; /* accept failures (EMFILE, ...) */
+	uint64_t assisted; /* strand items the ring ran itself
+			    * (AO_SERVER_RING_ASSIST), not the workers */
 };
 
 /* Create a server (not started); 0, -EINVAL for a bad config (an address
