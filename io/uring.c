@@ -21,18 +21,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#ifdef __CHECKER__
-/* liburing.h includes glibc's <sys/uio.h> and then <linux/fs.h>, which
- * define RWF_* differently; gcc is silent about that in system headers,
- * sparse is not.  Let the kernel's definitions stand. */
-#include <sys/uio.h>
-#undef RWF_HIPRI
-#undef RWF_DSYNC
-#undef RWF_SYNC
-#undef RWF_NOWAIT
-#undef RWF_APPEND
-#endif
-#include <liburing.h>
+#include <liburing-sparse.h> /* <liburing.h> */
 #include "io_priv.h"
 
 #ifndef IORING_SETUP_SINGLE_ISSUER

@@ -16,7 +16,7 @@
 #include "engine.h"
 
 #if AO_CONFIG_URING
-#include <liburing.h>
+#include <liburing-sparse.h> /* <liburing.h> */
 
 /* Can this process set up a ring?  (A kernel or a sandbox may say no.) */
 int eng_uring_probe(void)
