@@ -36,9 +36,9 @@
  * its hand (its current slab and that slab's idle bits, the mask), its
  * other slabs with some items idle (partial) and with all of them idle
  * (idle), the items back from its last other slab (own), the items it
- * holds for another thread's slab (hold), and what
- * other threads touch: the list of its slabs that have items sent back
- * (rslabs), and a reference count.
+ * holds for another thread's slab (hold), and what other threads touch:
+ * the list of its slabs that have items sent back (rslabs), and a
+ * reference count.
  *
  *	get	the lowest bit of the mask (and a prefetch 8 items ahead;
  *		core/call_priv.h, so that ao_exec_call() in core/exec.c
@@ -95,10 +95,10 @@
  * draws on its idle slabs again within a second keeps them, one that has
  * more than it uses gives the rest back within two seconds of calls (it
  * looks at the clock every IDLE_DECAY slab changes, some 4,000 calls).
- * A slab stays while any of its items is out, and a
- * block while any of its slabs is in use: at most 8 KiB per call in
- * flight in the worst case of one per block (calls come home in roughly
- * the order they were made, so slabs drain whole).  A thread that stops
+ * A slab stays while any of its items is out, and a block while any of
+ * its slabs is in use: at most 8 KiB per call in flight in the worst case
+ * of one per block (calls come home in roughly the order they were made,
+ * so slabs drain whole).  A thread that stops
  * calling keeps what it has until its next call or its exit.
  *
  * Thread exit
@@ -649,26 +649,34 @@ static __ao_noinline void item_put_slow(struct call_item *x)
 	c->nhold = 1;
 }
 
-/* An item that has run goes back where it belongs. */
-static __ao_always_inline void item_put(struct call_item *x)
+/* item_put() without its slow path: the current slab, own, or the hold;
+ * false if x belongs to none of them. */
+static __ao_always_inline bool item_put_fast(struct call_heap *c,
+					     struct call_item *x)
 {
-	struct call_heap *c = this_heap();
 	struct call_slab *s = slab_of(x);
 
 	if (likely(s == cur_of(c))) {
 		c->hand.mask |= bit_of(x);
-		return;
+		return true;
 	}
 	if (s == c->own) {
 		c->own_bits |= bit_of(x);
-		return;
+		return true;
 	}
 	if (s == c->hold && c->nhold < AO_CALL_BATCH) {
 		c->hold_bits |= bit_of(x);
 		c->nhold++;
-		return;
+		return true;
 	}
-	item_put_slow(x);
+	return false;
+}
+
+/* An item that has run goes back where it belongs. */
+static __ao_always_inline void item_put(struct call_item *x)
+{
+	if (!item_put_fast(this_heap(), x))
+		item_put_slow(x);
 }
 
 /* A refused call's item: out of line, as refusals are. */
@@ -690,23 +698,9 @@ void ao__call_run(struct ao_work *w)
 	struct call_item *x = container_of(w, struct call_item, work);
 	ao_call_fn fn = x->fn;
 	void *arg = x->arg;
-	struct call_heap *c = this_heap();
-	struct call_slab *s = slab_of(x);
 
 	/* item_put(), with fn(arg) a tail call on every path. */
-	if (likely(s == cur_of(c))) {
-		c->hand.mask |= bit_of(x);
-		fn(arg);
-		return;
-	}
-	if (s == c->own) {
-		c->own_bits |= bit_of(x);
-		fn(arg);
-		return;
-	}
-	if (s == c->hold && c->nhold < AO_CALL_BATCH) {
-		c->hold_bits |= bit_of(x);
-		c->nhold++;
+	if (likely(item_put_fast(this_heap(), x))) {
 		fn(arg);
 		return;
 	}

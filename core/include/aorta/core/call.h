@@ -25,8 +25,8 @@
  * slabs of AO_CALL_SLAB_ITEMS, each slab owned by the thread that
  * allocated it.  A thread keeps its wholly idle slabs for reuse and frees
  * those beyond AO_CALL_IDLE_SLABS that it went a second without using
- * (looking every 64 slab changes, some 4,000 calls); a slab with calls out stays until they come
- * back.  Items run by another thread go home in batches of at most
+ * (looking every 64 slab changes, some 4,000 calls); a slab with calls
+ * out stays until they come back.  Items run by another thread go home in batches of at most
  * AO_CALL_BATCH, and each thread holds at most one batch meanwhile.  When
  * a thread exits, its idle slabs go back to free(), and every other slab
  * as soon as its last call has run; a thread that stops calling keeps
