@@ -30,9 +30,9 @@
  * ---------------
  * A slab (struct call_slab) is a 64-byte header and AO_CALL_SLAB_ITEMS
  * items, 2 KiB aligned, so an item's slab and bit are its address's high
- * and middle bits.  Slabs are carved GROUP_SLABS at a time from one block
- * of memory (posix_memalign() of each slab cost some 0.4 us more),
- * freed with its last slab.  Each thread has a heap (struct call_heap):
+ * and middle bits.  Slabs are carved from blocks of memory that a
+ * thread maps for itself (see "Blocks" below), each unmapped with its
+ * last slab.  Each thread has a heap (struct call_heap):
  * its hand (its current slab and that slab's idle bits, the mask), its
  * other slabs with some items idle (partial) and with all of them idle
  * (idle), the items back from its last other slab (own), the items it
@@ -95,10 +95,10 @@
  * draws on its idle slabs again within a second keeps them, one that has
  * more than it uses gives the rest back within two seconds of calls (it
  * looks at the clock every IDLE_DECAY slab changes, some 4,000 calls).
- * A slab stays while any of its items is out, and a block while any of
- * its slabs is in use: at most 8 KiB per call in flight in the worst case
- * of one per block (calls come home in roughly the order they were made,
- * so slabs drain whole).  A thread that stops
+ * A slab stays while any of its items is out, and its page while any
+ * slab on it is in use: at most one page per call in flight in the worst
+ * case (calls come home in roughly the order they were made, so slabs
+ * drain whole).  A thread that stops
  * calling keeps what it has until its next call or its exit.
  *
  * Thread exit
@@ -122,6 +122,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
+#include <sys/mman.h>
 #include <aorta/clock.h>
 #include <aorta/compiler.h>
 #include <aorta/core/call.h>
@@ -130,12 +132,31 @@
 #include <aorta/core/strand.h>
 #include "call_priv.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define AO_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AO_ASAN 1
+#endif
+#endif
+#ifdef AO_ASAN
+#include <sanitizer/lsan_interface.h>
+/* The leak checker does not scan mappings; a block's slab headers are
+ * what point at its struct call_block (and the main thread, which runs no
+ * destructor, keeps its blocks). */
+#define block_mapped(p, n) __lsan_register_root_region((p), (n))
+#define block_unmapped(p, n) __lsan_unregister_root_region((p), (n))
+#else
+#define block_mapped(p, n) ((void)(p), (void)(n))
+#define block_unmapped(p, n) ((void)(p), (void)(n))
+#endif
+
 #define SLAB_SIZE 2048u
 #define ITEM_SHIFT AO__CALL_SHIFT
-/* Slabs carved from one block of malloc()ed memory (8 KiB, page
- * aligned), which is freed with the last of them. */
-#define GROUP_SLABS 4u
-#define GROUP_ALIGN 4096u
+/* Slabs are carved from blocks of BLOCK_MIN to BLOCK_MAX slabs (see
+ * "Blocks" at block_new()). */
+#define BLOCK_MIN 4u
+#define BLOCK_MAX 128u
 /* A thread frees the wholly idle slabs beyond AO_CALL_IDLE_SLABS that it
  * did not use for IDLE_DECAY_NS, looking every IDLE_DECAY slab changes. */
 #define IDLE_DECAY 64u
@@ -156,10 +177,18 @@ struct call_gdata {
 	void *unused[2];
 };
 
-/* GROUP_SLABS slabs from one allocation, freed with the last of them. */
-struct call_group {
-	void *mem;
-	int64_t live; /* slabs carved and not freed, +1 while carving */
+/* Slabs carved from one mapping, unmapped with the last of them. */
+struct call_block {
+	char *mem;
+	int64_t live; /* slabs carved and not freed, +1 while carving or
+		       * trimming */
+	size_t size; /* bytes mapped */
+	size_t given; /* bytes of it given back (block_give_back()) */
+	unsigned int nslabs; /* slabs it holds */
+	bool trimming; /* on the list of a heap_trim() */
+	struct call_block *tnext; /* ...that list */
+	uint64_t freed[BLOCK_MAX / 64]; /* slabs freed by the owner's trims */
+	uint64_t gone; /* pages given back */
 };
 
 enum { ON_NONE, ON_PARTIAL, ON_IDLE };
@@ -170,7 +199,7 @@ struct call_slab {
 	struct call_slab *rnext; /* on the owner's rslabs */
 	/* Set once. */
 	struct call_heap *heap;
-	struct call_group *group;
+	struct call_block *block;
 	/* The owner's. */
 	uint64_t free; /* idle item bits here (the current slab's: mask) */
 	struct call_slab *next, *prev; /* on the partial or the idle list */
@@ -206,8 +235,9 @@ struct call_heap {
 	unsigned int idle_low; /* fewest on the idle list since then */
 	struct call_list partial; /* slabs with some items idle */
 	struct call_list idle; /* wholly idle slabs, newest first */
-	struct call_group *carve; /* the group new slabs come from */
+	struct call_block *carve; /* the block new slabs come from */
 	unsigned int carved; /* slabs carved from it */
+	unsigned int nslabs; /* slabs alive (carved and not trimmed) */
 };
 
 /* The rslabs of a thread that has exited. */
@@ -243,7 +273,9 @@ static pthread_once_t heap_key_once = PTHREAD_ONCE_INIT;
 static int heap_key_err;
 
 /* ao_call_stats(): relaxed counters, off the fast paths. */
-static uint64_t stat_allocated, stat_released, stat_heaps, stat_blocks;
+static uint64_t stat_allocated, stat_released, stat_heaps, stat_bytes;
+/* sysconf(_SC_PAGESIZE), read once by heap_key_create(). */
+static size_t page_size;
 
 static inline struct call_slab *slab_of(const struct call_item *x)
 {
@@ -264,6 +296,9 @@ static void heap_exit(void *arg);
 
 static void heap_key_create(void)
 {
+	long page = sysconf(_SC_PAGESIZE);
+
+	page_size = page > 0 ? (size_t)page : 4096;
 	heap_key_err = pthread_key_create(&heap_key, heap_exit);
 }
 
@@ -303,15 +338,16 @@ static void heap_put(struct call_heap *h, int64_t n)
 	__atomic_fetch_sub(&stat_heaps, 1, __ATOMIC_RELAXED);
 }
 
-/* Drop a reference to g; the last frees it. */
-static void group_put(struct call_group *g)
+/* Drop a reference to b; the last unmaps it. */
+static void block_put(struct call_block *b)
 {
 	/* ACQ_REL: as in heap_put(). */
-	if (__atomic_sub_fetch(&g->live, 1, __ATOMIC_ACQ_REL))
+	if (__atomic_sub_fetch(&b->live, 1, __ATOMIC_ACQ_REL))
 		return;
-	free(g->mem);
-	free(g);
-	__atomic_fetch_sub(&stat_blocks, 1, __ATOMIC_RELAXED);
+	block_unmapped(b->mem, b->size);
+	munmap(b->mem, b->size);
+	__atomic_fetch_sub(&stat_bytes, b->size - b->given, __ATOMIC_RELAXED);
+	free(b);
 }
 
 /* Free a slab that no thread can reach any more. */
@@ -319,7 +355,7 @@ static void slab_free(struct call_slab *s)
 {
 	struct call_heap *h = s->heap;
 
-	group_put(s->group);
+	block_put(s->block);
 	__atomic_fetch_add(&stat_released, 1, __ATOMIC_RELAXED);
 	heap_put(h, 1);
 }
@@ -458,6 +494,38 @@ static void own_flush(struct call_heap *c)
 	c->own_bits = 0;
 }
 
+/* Give back the pages of b whose slabs a trim has all freed (b lives:
+ * the trim holds a reference). */
+static void block_give_back(struct call_block *b)
+{
+	size_t spp = page_size / SLAB_SIZE; /* slabs per page */
+	size_t npages = b->nslabs / spp, first = 0, run = 0;
+	uint64_t all = spp >= 64 ? ~0ull : (1ull << spp) - 1;
+
+	if (spp > 64 || npages > 64)
+		return; /* pages this large: the block goes whole */
+	for (size_t p = 0; p <= npages; p++) {
+		size_t i = p * spp;
+		bool done = p < npages && !(b->gone & (1ull << p)) &&
+			    ((b->freed[i / 64] >> (i % 64)) & all) == all;
+
+		if (done) {
+			if (!run++)
+				first = p;
+			continue;
+		}
+		if (run && !madvise(b->mem + first * page_size, run * page_size,
+				    MADV_DONTNEED)) {
+			b->gone |= (run == 64 ? ~0ull : (1ull << run) - 1)
+				   << first;
+			b->given += run * page_size;
+			__atomic_fetch_sub(&stat_bytes, run * page_size,
+					   __ATOMIC_RELAXED);
+		}
+		run = 0;
+	}
+}
+
 /*
  * Once IDLE_DECAY_NS have passed, free the wholly idle slabs that stayed
  * on the idle list all that time, beyond AO_CALL_IDLE_SLABS: its
@@ -473,6 +541,7 @@ static void own_flush(struct call_heap *c)
  */
 static void heap_trim(struct call_heap *c)
 {
+	struct call_block *trimmed = NULL;
 	unsigned int surplus;
 	uint64_t now;
 
@@ -487,9 +556,31 @@ static void heap_trim(struct call_heap *c)
 			  0;
 	while (surplus--) {
 		struct call_slab *s = c->idle.tail;
+		struct call_block *b = s->block;
+		size_t i = (size_t)((char *)s - b->mem) / SLAB_SIZE;
 
 		list_del(&c->idle, s);
+		if (!b->trimming) {
+			/* Our reference keeps it while we look at it. */
+			b->trimming = true;
+			b->tnext = trimmed;
+			trimmed = b;
+			__atomic_fetch_add(&b->live, 1, __ATOMIC_RELAXED);
+		}
+		b->freed[i / 64] |= 1ull << (i % 64);
+		c->nslabs--;
 		slab_free(s);
+	}
+	while (trimmed) {
+		struct call_block *b = trimmed;
+
+		trimmed = b->tnext;
+		b->trimming = false;
+		/* Relaxed: a hint; only our reference left means the put
+		 * below unmaps it anyway. */
+		if (__atomic_load_n(&b->live, __ATOMIC_RELAXED) > 1)
+			block_give_back(b);
+		block_put(b);
 	}
 	c->trim_ns = now;
 	c->idle_low = c->idle.n;
@@ -524,38 +615,84 @@ static void heap_collect(struct call_heap *c)
 	}
 }
 
-/* A new slab, carved from the current group or a new one; NULL if out of
+/*
+ * Blocks
+ * ------
+ * A block is an anonymous mapping of BLOCK_MIN slabs while the thread
+ * has fewer slabs than that, else of as many slabs as it has (rounded
+ * down to a power of two), up to BLOCK_MAX (256 KiB): what a thread
+ * maps at once is at most what it already holds, and a burst of calls
+ * maps its memory in a few steps.  The pages are populated with the
+ * mapping (MAP_POPULATE): execbench's W3 tree on the shared pool needs
+ * 4,230 slabs, and with 8 KiB blocks from posix_memalign() the worker
+ * ran the tree at 51 M calls/s, with 256 KiB mappings faulted page by
+ * page at 60, populated at 64 (one worker; intrusive items 87, their
+ * memory made before the clock starts).
+ *
+ * A trim frees slabs one by one, and a block lives while any of its
+ * slabs does; so that a thread that keeps a few slabs of a large block
+ * does not keep all of it, the trim gives back (MADV_DONTNEED) every page
+ * of a block whose slabs it has all freed (block_give_back()).  Only the
+ * owner frees a slab while it lives, so freed and gone are the owner's
+ * alone; after its exit, blocks go whole with their last slab.
+ */
+static struct call_block *block_new(struct call_heap *c)
+{
+	unsigned int want = BLOCK_MIN;
+	struct call_block *b;
+	size_t size;
+	void *mem;
+
+	while (want < BLOCK_MAX && 2 * want <= c->nslabs)
+		want *= 2;
+	size = ((size_t)want * SLAB_SIZE + page_size - 1) & ~(page_size - 1);
+	b = malloc(sizeof(*b));
+	if (!b)
+		return NULL;
+	mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (mem == MAP_FAILED) {
+		free(b);
+		return NULL;
+	}
+	*b = (struct call_block){
+		.mem = mem,
+		.live = 1, /* ours, while we carve */
+		.size = size,
+		.nslabs = (unsigned int)(size / SLAB_SIZE),
+	};
+	if (b->nslabs > BLOCK_MAX)
+		b->nslabs = BLOCK_MAX; /* pages over 256 KiB: never seen */
+	block_mapped(mem, size);
+	__atomic_fetch_add(&stat_bytes, size, __ATOMIC_RELAXED);
+	return b;
+}
+
+/* A new slab, carved from the current block or a new one; NULL if out of
  * memory. */
 static struct call_slab *slab_new(struct call_heap *c)
 {
-	struct call_group *g = c->carve;
+	struct call_block *b = c->carve;
 	struct call_slab *s;
 
-	if (!g) {
-		g = malloc(sizeof(*g));
-		if (!g)
+	if (!b) {
+		b = block_new(c);
+		if (!b)
 			return NULL;
-		if (posix_memalign(&g->mem, GROUP_ALIGN,
-				   (size_t)GROUP_SLABS * SLAB_SIZE)) {
-			free(g);
-			return NULL;
-		}
-		__atomic_fetch_add(&stat_blocks, 1, __ATOMIC_RELAXED);
-		g->live = 1; /* ours, while we carve */
-		c->carve = g;
+		c->carve = b;
 		c->carved = 0;
 	}
-	s = (struct call_slab *)((char *)g->mem +
-				 (size_t)c->carved++ * SLAB_SIZE);
-	*s = (struct call_slab){ .heap = c, .group = g };
+	s = (struct call_slab *)(b->mem + (size_t)c->carved++ * SLAB_SIZE);
+	*s = (struct call_slab){ .heap = c, .block = b };
+	c->nslabs++;
 	/* Relaxed: taken by the holders of a reference (the carver's, and
 	 * the thread's). */
-	__atomic_fetch_add(&g->live, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&b->live, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&c->refs, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&stat_allocated, 1, __ATOMIC_RELAXED);
-	if (c->carved == GROUP_SLABS) {
+	if (c->carved == b->nslabs) {
 		c->carve = NULL;
-		group_put(g);
+		block_put(b);
 	}
 	return s;
 }
@@ -753,7 +890,7 @@ static void heap_exit(void *arg)
 		}
 	}
 	if (c->carve)
-		group_put(c->carve);
+		block_put(c->carve);
 	heap_put(c, 1);
 }
 
@@ -858,8 +995,7 @@ void ao_call_stats(struct ao_call_stats *st)
 		__atomic_load_n(&stat_allocated, __ATOMIC_RELAXED);
 	st->slabs_released = __atomic_load_n(&stat_released, __ATOMIC_RELAXED);
 	st->threads = __atomic_load_n(&stat_heaps, __ATOMIC_RELAXED);
-	st->bytes = __atomic_load_n(&stat_blocks, __ATOMIC_RELAXED) *
-			    GROUP_SLABS * SLAB_SIZE +
+	st->bytes = __atomic_load_n(&stat_bytes, __ATOMIC_RELAXED) +
 		    st->threads * sizeof(struct call_heap);
 	n = (uint64_t)__builtin_popcountll(c->hand.mask);
 	for (struct call_slab *s = c->partial.head; s; s = s->next)

@@ -26,12 +26,14 @@
  * allocated it.  A thread keeps its wholly idle slabs for reuse and frees
  * those beyond AO_CALL_IDLE_SLABS that it went a second without using
  * (looking every 64 slab changes, some 4,000 calls); a slab with calls
- * out stays until they come back.  Items run by another thread go home in batches of at most
- * AO_CALL_BATCH, and each thread holds at most one batch meanwhile.  When
- * a thread exits, its idle slabs go back to free(), and every other slab
- * as soon as its last call has run; a thread that stops calling keeps
- * what it has until then.  The main thread's slabs are not given back
- * (no destructor runs for it).
+ * out stays until they come back.  Slabs come from mappings of 8 to 256
+ * KiB, as large as what the thread already holds; the pages of freed
+ * slabs go back to the system.  Items run by another thread go home in
+ * batches of at most AO_CALL_BATCH, and each thread holds at most one
+ * batch meanwhile.  When a thread exits, its idle slabs are released, and
+ * every other slab as soon as its last call has run; a thread that stops
+ * calling keeps what it has until then.  The main thread's slabs are not
+ * given back (no destructor runs for it).
  */
 #ifndef AORTA_CORE_CALL_H
 #define AORTA_CORE_CALL_H
@@ -54,7 +56,8 @@ typedef void (*ao_call_fn)(void *arg);
 struct ao_call_stats {
 	uint64_t slabs_allocated; /* slabs put in use so far, all threads */
 	uint64_t slabs_released; /* slabs given up so far, all threads */
-	uint64_t bytes; /* memory held from malloc() now, all threads */
+	uint64_t bytes; /* memory held now (mapped, less the pages given
+			 * back, and the caches), all threads */
 	uint64_t threads; /* thread caches alive (an exited thread's lives
 			   * on while calls it made are out) */
 	uint64_t cached; /* calling thread: its idle items, here or sent
