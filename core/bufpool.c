@@ -95,17 +95,8 @@
 #include <aorta/core/bufpool.h>
 #include <aorta/sync/eventcount.h>
 #include <aorta/sync/spinlock.h>
+#include "asan_priv.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define AO_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AO_ASAN 1
-#endif
-#endif
-#ifndef AO_ASAN
-#define AO_ASAN 0
-#endif
 #if AO_ASAN
 #include <sanitizer/asan_interface.h>
 #define poison(p, n) ASAN_POISON_MEMORY_REGION((p), (n))

@@ -130,16 +130,10 @@
 #include <aorta/core/exec.h>
 #include <aorta/core/group.h>
 #include <aorta/core/strand.h>
+#include "asan_priv.h"
 #include "call_priv.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define AO_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AO_ASAN 1
-#endif
-#endif
-#ifdef AO_ASAN
+#if AO_ASAN
 #include <sanitizer/lsan_interface.h>
 /* The leak checker does not scan mappings; a block's slab headers are
  * what point at its struct call_block (and the main thread, which runs no

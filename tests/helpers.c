@@ -286,3 +286,16 @@ void t_replay_corpus(const char *name, int (*fn)(const uint8_t *, size_t))
 	closedir(d);
 	assert_true(n > 0);
 }
+
+long t_rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	long size, res = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld %ld", &size, &res) != 2)
+		res = -1;
+	fclose(f);
+	return res < 0 ? -1 : res * (sysconf(_SC_PAGESIZE) / 1024);
+}

@@ -44,6 +44,9 @@ double t_scale(void);
 /* n * t_scale(), at least min. */
 long t_scaled(long n, long min);
 
+/* The process's resident memory in KiB (/proc/self/statm), or -1. */
+long t_rss_kib(void);
+
 /* Assert cond within ms_max milliseconds, polling it every millisecond. */
 #define WAIT_UNTIL(cond, ms_max)                                    \
 	do {                                                        \

@@ -12,10 +12,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <aorta/clock.h>
 #include <aorta/core/call.h>
 #include <aorta/core/exec.h>
@@ -610,20 +608,6 @@ static void test_call_fifo_returns(void **state)
 	assert_int_equal(ao_exec_destroy(fifo.ex), 0);
 }
 
-/* The process's resident memory in KiB, or -1. */
-static long rss_kib(void)
-{
-	FILE *f = fopen("/proc/self/statm", "r");
-	long size, res = -1;
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld %ld", &size, &res) != 2)
-		res = -1;
-	fclose(f);
-	return res < 0 ? -1 : res * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 struct trim {
 	struct ao_exec *ex;
 	int64_t burst_slabs, left_slabs; /* slabs alive, above the start */
@@ -651,7 +635,7 @@ static void *trim_thread(void *arg)
 		assert_int_equal(ao_exec_call(t->ex, bump, &n), 0);
 	t->burst_slabs = slabs_live() - live0;
 	t->burst_bytes = stats().bytes - st0.bytes;
-	t->burst_rss = rss_kib();
+	t->burst_rss = t_rss_kib();
 	__atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
 	assert_int_equal(ao_exec_drain(t->ex), 0);
 	assert_int_equal(n, burst);
@@ -674,7 +658,7 @@ static void *trim_thread(void *arg)
 	t->cached = st.cached;
 	t->left_slabs = slabs_live() - live0;
 	t->left_bytes = st.bytes - st0.bytes;
-	t->left_rss = rss_kib();
+	t->left_rss = t_rss_kib();
 	return NULL;
 }
 

@@ -672,19 +672,6 @@ static void nop_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 	(void)ev;
 }
 
-static long rss_kib(void)
-{
-	FILE *f = fopen("/proc/self/statm", "r");
-	long size, res = -1;
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld %ld", &size, &res) != 2)
-		res = -1;
-	fclose(f);
-	return res * 4;
-}
-
 static void test_million_pending(void **state)
 {
 	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
@@ -700,7 +687,7 @@ static void test_million_pending(void **state)
 	t = malloc((size_t)n * sizeof(*t));
 	assert_non_null(t);
 	memset(t, 0, (size_t)n * sizeof(*t)); /* touch it: RSS counts it */
-	before = rss_kib();
+	before = t_rss_kib();
 	for (long i = 0; i < n; i++) {
 		seed ^= seed << 13;
 		seed ^= seed >> 7;
@@ -712,7 +699,7 @@ static void test_million_pending(void **state)
 					t0 + seed % (86400ull * 1000 * MS)),
 			0);
 	}
-	after = rss_kib();
+	after = t_rss_kib();
 	assert_int_equal(ao_timers_stats(ts, &st), 0);
 	assert_int_equal(st.pending, (uint64_t)n);
 	/* Nothing beyond the timers themselves: the wheel is fixed. */
