@@ -177,12 +177,11 @@ struct call_block {
 	int64_t live; /* slabs carved and not freed, +1 while carving or
 		       * trimming */
 	size_t size; /* bytes mapped */
-	size_t given; /* bytes of it given back (block_give_back()) */
 	unsigned int nslabs; /* slabs it holds */
 	bool trimming; /* on the list of a heap_trim() */
 	struct call_block *tnext; /* ...that list */
 	uint64_t freed[BLOCK_MAX / 64]; /* slabs freed by the owner's trims */
-	uint64_t gone; /* pages given back */
+	uint64_t gone; /* pages given back (block_give_back()) */
 };
 
 enum { ON_NONE, ON_PARTIAL, ON_IDLE };
@@ -335,12 +334,15 @@ static void heap_put(struct call_heap *h, int64_t n)
 /* Drop a reference to b; the last unmaps it. */
 static void block_put(struct call_block *b)
 {
+	size_t gone;
+
 	/* ACQ_REL: as in heap_put(). */
 	if (__atomic_sub_fetch(&b->live, 1, __ATOMIC_ACQ_REL))
 		return;
+	gone = (size_t)__builtin_popcountll(b->gone) * page_size;
 	block_unmapped(b->mem, b->size);
 	munmap(b->mem, b->size);
-	__atomic_fetch_sub(&stat_bytes, b->size - b->given, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&stat_bytes, b->size - gone, __ATOMIC_RELAXED);
 	free(b);
 }
 
@@ -512,7 +514,6 @@ static void block_give_back(struct call_block *b)
 				    MADV_DONTNEED)) {
 			b->gone |= (run == 64 ? ~0ull : (1ull << run) - 1)
 				   << first;
-			b->given += run * page_size;
 			__atomic_fetch_sub(&stat_bytes, run * page_size,
 					   __ATOMIC_RELAXED);
 		}
