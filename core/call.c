@@ -521,6 +521,18 @@ static void block_give_back(struct call_block *b)
 	}
 }
 
+/* Put b on the trim's list, once, with a reference that keeps it while
+ * the trim looks at it. */
+static void trim_note(struct call_block **trimmed, struct call_block *b)
+{
+	if (b->trimming)
+		return;
+	b->trimming = true;
+	b->tnext = *trimmed;
+	*trimmed = b;
+	__atomic_fetch_add(&b->live, 1, __ATOMIC_RELAXED);
+}
+
 /*
  * Once IDLE_DECAY_NS have passed, free the wholly idle slabs that stayed
  * on the idle list all that time, beyond AO_CALL_IDLE_SLABS: its
@@ -549,19 +561,25 @@ static void heap_trim(struct call_heap *c)
 	surplus = c->idle_low > AO_CALL_IDLE_SLABS ?
 			  c->idle_low - AO_CALL_IDLE_SLABS :
 			  0;
+	/* A thread with idle slabs to spare will not carve the rest of its
+	 * block soon: that rest goes back with the slabs trimmed (a burst
+	 * may leave up to 127 slabs of a 256 KiB block uncarved). */
+	if (surplus && c->carve) {
+		struct call_block *b = c->carve;
+
+		trim_note(&trimmed, b);
+		for (size_t i = c->carved; i < b->nslabs; i++)
+			b->freed[i / 64] |= 1ull << (i % 64);
+		c->carve = NULL;
+		block_put(b); /* the carver's reference; the trim's keeps it */
+	}
 	while (surplus--) {
 		struct call_slab *s = c->idle.tail;
 		struct call_block *b = s->block;
 		size_t i = (size_t)((char *)s - b->mem) / SLAB_SIZE;
 
 		list_del(&c->idle, s);
-		if (!b->trimming) {
-			/* Our reference keeps it while we look at it. */
-			b->trimming = true;
-			b->tnext = trimmed;
-			trimmed = b;
-			__atomic_fetch_add(&b->live, 1, __ATOMIC_RELAXED);
-		}
+		trim_note(&trimmed, b);
 		b->freed[i / 64] |= 1ull << (i % 64);
 		c->nslabs--;
 		slab_free(s);
@@ -627,7 +645,8 @@ static void heap_collect(struct call_heap *c)
  * A trim frees slabs one by one, and a block lives while any of its
  * slabs does; so that a thread that keeps a few slabs of a large block
  * does not keep all of it, the trim gives back (MADV_DONTNEED) every page
- * of a block whose slabs it has all freed (block_give_back()).  Only the
+ * of a block whose slabs it has all freed (block_give_back()), and the
+ * part of the block being carved that is not carved yet.  Only the
  * owner frees a slab while it lives, so freed and gone are the owner's
  * alone; after its exit, blocks go whole with their last slab.
  */
