@@ -41,12 +41,10 @@
  * thread number), a strand timer to the one its strand hashes to.  So
  * threads that arm their own timers never share a lock or a cache line,
  * and a timer is found from its own fields (t->target) in O(1).  The lock
- * is a test-and-test-and-set spinlock whose unlock is one release store
- * (struct tw_lock): the sync/ three-phase lock's unlock is a CAS, which
- * here cost 9.7 ns per lock/unlock pair against 5.1, a quarter of the
- * 20 ns an arm+cancel pair may take.  Its critical sections are a few
- * dozen instructions, or a bounded expiry step (POLL_BUDGET timers); a
- * waiter spins, then yields, and does not sleep.
+ * is sync/'s test-and-test-and-set lock, whose unlock is one release store
+ * (the three-phase lock's is a CAS, a good part of an arm's cost): its
+ * critical sections are a few dozen instructions, or a bounded expiry step
+ * (POLL_BUDGET timers), so a waiter spins, then yields, and never sleeps.
  *
  * The wheel
  * ---------
@@ -107,6 +105,7 @@
 #include <aorta/core/strand.h>
 #include <aorta/core/timer.h>
 #include <aorta/sync/eventcount.h>
+#include "../sync/taslock.h"
 #include "exec_priv.h"
 #include "timer_priv.h"
 
@@ -149,11 +148,6 @@
 /* Lateness histogram: 16 linear buckets, then 16 per power of two. */
 #define HBUCKETS (16 + 60 * 16)
 
-/* A spinlock whose unlock is a store (see "Shards" above). */
-struct tw_lock {
-	uint32_t v;
-};
-
 /* The earliest occupied slot of a level, as far as arms have told. */
 struct tw_lvl {
 	uint64_t g; /* its granule (NO_G: the level is empty) */
@@ -164,7 +158,7 @@ struct tw_lvl {
 };
 
 struct tw_shard {
-	struct tw_lock lock;
+	struct ao_taslock lock;
 	bool dead; /* the service is being destroyed: arms refused */
 	unsigned int idx;
 	struct ao_timers *ts;
@@ -228,46 +222,6 @@ static __thread struct ao_timers *cur_ts;
 static __thread bool in_expiry;
 /* The timer slack this thread has set (0: the kernel's default). */
 static __thread uint32_t thread_slack;
-
-/* ---- the shard lock ---- */
-
-static __attribute__((noinline)) void tw_lock_slow(struct tw_lock *l)
-{
-	unsigned int spins = 0;
-
-	for (;;) {
-		/* Test, then test-and-set: the line stays shared while
-		 * the holder works. */
-		while (__atomic_load_n(&l->v, __ATOMIC_RELAXED)) {
-			if (++spins < 1024) {
-				cpu_relax();
-			} else {
-				/* The holder may be preempted: give it the CPU. */
-				sched_yield();
-			}
-		}
-		if (!__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE))
-			return;
-	}
-}
-
-static inline void tw_lock(struct tw_lock *l)
-{
-	uint32_t z = 0;
-
-	/* ACQUIRE: pairs with the RELEASE store in tw_unlock(). */
-	if (likely(__atomic_compare_exchange_n(
-		    &l->v, &z, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)))
-		return;
-	tw_lock_slow(l);
-}
-
-static inline void tw_unlock(struct tw_lock *l)
-{
-	/* RELEASE: everything done under the lock comes before the next
-	 * holder's ACQUIRE. */
-	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
-}
 
 /* ---- small helpers ---- */
 
@@ -922,7 +876,7 @@ static void tm_call(struct tw_shard *sh, struct ao_timer *t,
 		cur_timer = outer;
 		cur_ts = outer_ts;
 
-		tw_lock(&sh->lock);
+		ao_tas_lock(&sh->lock);
 		switch (tm_state(t)) {
 		case TS_RUNNING:
 			p = period_of(t);
@@ -955,7 +909,7 @@ static void tm_call(struct tw_shard *sh, struct ao_timer *t,
 			tm_set_state(t, TS_IDLE);
 			break;
 		}
-		tw_unlock(&sh->lock);
+		ao_tas_unlock(&sh->lock);
 		if (!again)
 			break;
 	}
@@ -974,12 +928,12 @@ void ao__timer_run_queued(struct ao_timer *t)
 	if (!sh) /* cannot happen: destroy waits for queued timers */
 		return;
 	ts = sh->ts;
-	tw_lock(&sh->lock);
+	ao_tas_lock(&sh->lock);
 	__atomic_fetch_sub(&sh->nqueued, 1, __ATOMIC_RELAXED);
 	if (sh->dead) {
 		/* Dropped by destroy, which counted it. */
 		tm_set_state(t, TS_IDLE);
-		tw_unlock(&sh->lock);
+		ao_tas_unlock(&sh->lock);
 		done_notify(ts);
 		return;
 	}
@@ -987,7 +941,7 @@ void ao__timer_run_queued(struct ao_timer *t)
 	 * for no re-arm (TS_RUN_STOP); either way it runs now. */
 	__atomic_fetch_add(&ts->running, 1, __ATOMIC_RELAXED);
 	tm_begin(sh, t, ts_clock(ts), &ev);
-	tw_unlock(&sh->lock);
+	ao_tas_unlock(&sh->lock);
 	tm_call(sh, t, &ev);
 }
 
@@ -1007,10 +961,10 @@ static unsigned int run_fired(struct tw_shard *sh, unsigned int max,
 		struct ao_strand *s;
 		struct ao_timer_event ev;
 
-		tw_lock(&sh->lock);
+		ao_tas_lock(&sh->lock);
 		t = sh->fire_head;
 		if (!t) {
-			tw_unlock(&sh->lock);
+			ao_tas_unlock(&sh->lock);
 			break;
 		}
 		list_del(sh, t);
@@ -1022,7 +976,7 @@ static unsigned int run_fired(struct tw_shard *sh, unsigned int max,
 			OWN_ADD(sh->npending, -1);
 			__atomic_fetch_add(&sh->nqueued, 1, __ATOMIC_RELAXED);
 			run = ao__strand_timer_add(s, t, may_run);
-			tw_unlock(&sh->lock);
+			ao_tas_unlock(&sh->lock);
 			if (run)
 				ao__strand_run_timers(s);
 			continue;
@@ -1031,14 +985,14 @@ static unsigned int run_fired(struct tw_shard *sh, unsigned int max,
 			/* Its callback still runs elsewhere: it runs again
 			 * when that one returns. */
 			tm_set_state(t, TS_RUN_DUE);
-			tw_unlock(&sh->lock);
+			ao_tas_unlock(&sh->lock);
 			continue;
 		}
 		OWN_ADD(sh->npending, -1);
 		tm_set_state(t, TS_RUNNING);
 		__atomic_fetch_add(&ts->running, 1, __ATOMIC_RELAXED);
 		tm_begin(sh, t, ts_clock(ts), &ev);
-		tw_unlock(&sh->lock);
+		ao_tas_unlock(&sh->lock);
 		tm_call(sh, t, &ev);
 	}
 	return n;
@@ -1050,9 +1004,9 @@ static bool shard_poll(struct tw_shard *sh, uint64_t now, bool may_run)
 	uint64_t c0, dt;
 	bool more;
 
-	tw_lock(&sh->lock);
+	ao_tas_lock(&sh->lock);
 	if (sh->dead) {
-		tw_unlock(&sh->lock);
+		ao_tas_unlock(&sh->lock);
 		return false;
 	}
 	c0 = ao_cycles();
@@ -1061,15 +1015,15 @@ static bool shard_poll(struct tw_shard *sh, uint64_t now, bool may_run)
 	OWN_INC(sh->polls);
 	if (dt > sh->step_max_ns)
 		__atomic_store_n(&sh->step_max_ns, dt, __ATOMIC_RELAXED);
-	tw_unlock(&sh->lock);
+	ao_tas_unlock(&sh->lock);
 	if (run_fired(sh, RUN_BUDGET, may_run) == RUN_BUDGET)
 		return true;
 	/* The step published "now" while the fire list was full: publish
 	 * the real next look now that it is empty. */
-	tw_lock(&sh->lock);
+	ao_tas_lock(&sh->lock);
 	if (!sh->fire_head && !sh->dead)
 		shard_next(sh);
-	tw_unlock(&sh->lock);
+	ao_tas_unlock(&sh->lock);
 	return more;
 }
 
@@ -1325,9 +1279,9 @@ static inline int arm(struct ao_timer *t, uint64_t x, uint64_t period,
 	sh = shard_of(t);
 	if (unlikely(!sh))
 		return -ESHUTDOWN;
-	tw_lock(&sh->lock);
+	ao_tas_lock(&sh->lock);
 	if (unlikely(sh->dead)) {
-		tw_unlock(&sh->lock);
+		ao_tas_unlock(&sh->lock);
 		return -ESHUTDOWN;
 	}
 	st = tm_state(t);
@@ -1347,7 +1301,7 @@ static inline int arm(struct ao_timer *t, uint64_t x, uint64_t period,
 	__atomic_store_n(&t->ctl, period | to, __ATOMIC_RELEASE);
 	wheel_add(sh, t);
 	OWN_INC(sh->armed);
-	tw_unlock(&sh->lock);
+	ao_tas_unlock(&sh->lock);
 	return 0;
 }
 
@@ -1444,9 +1398,9 @@ bool ao_timer_cancel(struct ao_timer *t)
 	sh = shard_of(t);
 	if (!sh)
 		return false;
-	tw_lock(&sh->lock);
+	ao_tas_lock(&sh->lock);
 	r = cancel_locked(sh, t);
-	tw_unlock(&sh->lock);
+	ao_tas_unlock(&sh->lock);
 	return r;
 }
 
@@ -1463,9 +1417,9 @@ bool ao_timer_cancel_sync(struct ao_timer *t)
 	if (!sh)
 		return false;
 	ts = sh->ts;
-	tw_lock(&sh->lock);
+	ao_tas_lock(&sh->lock);
 	r = cancel_locked(sh, t);
-	tw_unlock(&sh->lock);
+	ao_tas_unlock(&sh->lock);
 	/* Its own callback, or its strand, cannot wait for itself. */
 	if (cur_timer == t)
 		return r;
@@ -1580,7 +1534,7 @@ static uint64_t shard_drop(struct tw_shard *sh)
 {
 	uint64_t n;
 
-	tw_lock(&sh->lock);
+	ao_tas_lock(&sh->lock);
 	sh->dead = true;
 	n = sh->npending;
 	for (unsigned int l = 0; l < LEVELS; l++) {
@@ -1608,7 +1562,7 @@ static uint64_t shard_drop(struct tw_shard *sh)
 	__atomic_store_n(&sh->npending, 0, __ATOMIC_RELAXED);
 	sh->next = NO_TIME;
 	publish_next(sh);
-	tw_unlock(&sh->lock);
+	ao_tas_unlock(&sh->lock);
 	return n;
 }
 
@@ -1681,7 +1635,7 @@ int ao_timers_stats_reset(struct ao_timers *ts)
 
 		/* The shard lock orders us with the counters written under
 		 * it; the others are atomic. */
-		tw_lock(&sh->lock);
+		ao_tas_lock(&sh->lock);
 		__atomic_store_n(&sh->armed, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&sh->cancelled, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&sh->polls, 0, __ATOMIC_RELAXED);
@@ -1691,7 +1645,7 @@ int ao_timers_stats_reset(struct ao_timers *ts)
 		__atomic_store_n(&sh->late_max, 0, __ATOMIC_RELAXED);
 		for (unsigned int b = 0; b < HBUCKETS; b++)
 			__atomic_store_n(&sh->hist[b], 0, __ATOMIC_RELAXED);
-		tw_unlock(&sh->lock);
+		ao_tas_unlock(&sh->lock);
 	}
 	__atomic_store_n(&ts->sleeps, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&ts->spins, 0, __ATOMIC_RELAXED);
