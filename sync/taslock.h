@@ -25,7 +25,10 @@ struct ao_taslock {
 	uint32_t v; /* 1: held */
 };
 
-#define AO_TASLOCK_INIT { 0 }
+#define AO_TASLOCK_INIT \
+	{               \
+		0       \
+	}
 
 /* A waiter spins this many times before it starts to yield. */
 #define AO_TASLOCK_SPINS 1024u
