@@ -82,6 +82,18 @@
  * (inject_grab()), calls exec_notify() as a submit would.
  * tests/model/exec.pml checks the protocol with spin (README there).
  *
+ * Drivers
+ * -------
+ * What the workers drive besides their queues, the timer service today,
+ * is a driver (core/driver.h), and the executor knows it only through
+ * that interface: run what is due (driver_tick() between items, the idle
+ * spin, a group wait), park through it (park(): the driver picks the
+ * timeout, its next deadline, or declines to sleep), and release it when
+ * the executor ends.  The driver calls back only ao__exec_unpark() (wake
+ * one parked worker) and attaches and detaches itself.  So this file
+ * includes no timer header, and another driver (an io ring) would plug in
+ * the same way.
+ *
  * Bound and backpressure
  * ----------------------
  * With capacity > 0, the slots in use are the items accepted but not
@@ -148,8 +160,8 @@
 #include <aorta/sync/spinlock.h>
 #include "call_priv.h"
 #include "deque.h"
+#include "driver.h"
 #include "exec_priv.h"
-#include "timer_priv.h"
 
 /* Every this many looks for work, the injector comes first. */
 #define GLOBAL_INTERVAL 61u
@@ -173,11 +185,11 @@
  * in all (spin_lent()). */
 #define LENT_NS 4000u
 #define LENT_MAX_NS 4000000u
-/* With timers pending, a busy worker looks at the clock about this often:
- * every k items, k doubling (to TIMER_EVERY_MAX) while items are short
- * and halving while they are long (timers_tick()). */
-#define TIMER_CHECK_NS 10000u
-#define TIMER_EVERY_MAX 64u
+/* With a driver attached, a busy worker looks at the clock about this
+ * often: every k items, k doubling (to DRIVER_EVERY_MAX) while items are
+ * short and halving while they are long (driver_tick()). */
+#define DRIVER_CHECK_NS 10000u
+#define DRIVER_EVERY_MAX 64u
 
 /*
  * An intrusive FIFO in two parts.  Single items submitted from outside the
@@ -217,9 +229,9 @@ struct ao_worker {
 	uint32_t tick;
 	uint32_t depth; /* inline runs in progress */
 	uint32_t spin_fails; /* idle spins in a row that found nothing */
-	uint32_t tm_count; /* items until the next look at the timers */
-	uint32_t tm_every; /* k, see TIMER_CHECK_NS */
-	uint64_t tm_last; /* the clock at the last look */
+	uint32_t drv_count; /* items until the next run of the driver */
+	uint32_t drv_every; /* k, see DRIVER_CHECK_NS */
+	uint64_t drv_last; /* the clock at the last run */
 	int64_t credit; /* slots held, not yet given back (room_give()) */
 	unsigned int id;
 	bool searching;
@@ -250,8 +262,8 @@ struct ao_exec {
 	uint32_t stopping; /* shutdown started: refuse submits */
 	uint32_t exiting; /* drained after shutdown: workers return */
 	char name[16];
-	struct ao_timers *tm; /* the timer service (core/timer.c), or NULL */
-	struct ao_timers *tm_dead; /* destroyed ones, freed with us */
+	struct ao_driver *drv; /* the driver (core/driver.h), or NULL */
+	struct ao_driver *drv_dead; /* detached ones, released with us */
 
 	struct ao_queue q __ao_cacheline_aligned;
 
@@ -1036,40 +1048,55 @@ static void park_called_off(struct ao_exec *ex)
 
 enum { PARK_EXIT, PARK_SLEPT, PARK_CALLED_OFF };
 
+/* The executor's side of a park through a driver (struct ao_park). */
+struct park_wait {
+	struct ao_park park;
+	struct ao_worker *w;
+	uint32_t key;
+	bool slept;
+};
+
+static void park_wait(struct ao_park *p, int64_t timeout_ns)
+{
+	struct park_wait *pw = container_of(p, struct park_wait, park);
+
+	if (pw->slept)
+		return; /* at most once per park */
+	pw->slept = true;
+	park_finish(pw->w, pw->key, timeout_ns);
+}
+
 /*
- * Sleep until notified, unless park_prepare() calls it off.  With timers
- * pending, one parked worker sleeps with a timeout that ends at the next
- * deadline (core/timer.c, "Where expiry runs"); the timer service reads
- * the deadlines after our prepare, so an arm that moves one earlier either
- * is seen here or sees us and wakes us (ao__exec_kick()).
+ * The one park of a worker, idle (worker_idle()) or waiting for a group
+ * (ao__exec_park_worker(), with its condition cond): park_prepare(), which
+ * may call it off, then sleep until notified.  With a driver attached the
+ * sleep goes through it (core/driver.h): the driver picks the timeout, its
+ * next deadline, or does not sleep at all when something is due, and it
+ * reads its state after our prepare, so a change that needs a worker
+ * earlier is either seen by it or sees us and wakes us
+ * (ao__exec_unpark()).  What follows a park is the caller's.
  */
-static int park(struct ao_worker *w)
+static int park(struct ao_worker *w, bool (*cond)(void *arg), void *arg)
 {
 	struct ao_exec *ex = w->ex;
-	struct ao_timers *tm;
-	int64_t timeout = -1;
-	uint64_t token = 0;
-	uint32_t key;
+	struct park_wait pw = { .park.wait = park_wait, .w = w };
+	struct ao_driver *d;
 
-	if (!park_prepare(w, NULL, NULL, &key))
+	if (!park_prepare(w, cond, arg, &pw.key))
 		return __atomic_load_n(&ex->exiting, __ATOMIC_ACQUIRE) ?
 			       PARK_EXIT :
 			       PARK_CALLED_OFF;
-	tm = ao__exec_timers(ex);
-	if (tm) {
-		timeout = ao__timers_sleep_begin(tm, &token);
-		if (!timeout) {
-			/* A deadline is (nearly) due: do not sleep. */
-			__atomic_fetch_sub(&ex->nsleeping, 1, __ATOMIC_RELAXED);
-			ao_ec_cancel(&ex->idle_ec);
-			return PARK_CALLED_OFF;
-		}
-	}
-	park_finish(w, key, timeout);
-	if (tm)
-		ao__timers_sleep_end(tm, token);
-	start_searching(w);
-	return PARK_SLEPT;
+	d = ao__exec_driver(ex);
+	if (d)
+		d->ops->park(d, &pw.park);
+	else
+		park_wait(&pw.park, -1);
+	if (pw.slept)
+		return PARK_SLEPT;
+	/* The driver has something due: do not sleep. */
+	__atomic_fetch_sub(&ex->nsleeping, 1, __ATOMIC_RELAXED);
+	ao_ec_cancel(&ex->idle_ec);
+	return PARK_CALLED_OFF;
 }
 
 /*
@@ -1133,7 +1160,7 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 		end = now + budget;
 		cap = now + ex->lent_max_cycles;
 		do {
-			struct ao_timers *tm = ao__exec_timers(ex);
+			struct ao_driver *d = ao__exec_driver(ex);
 
 			if (work_visible(ex)) {
 				x = find_work(w, true);
@@ -1144,13 +1171,13 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 					return x;
 				}
 			}
-			/* Timers due, or a precise one about to be: fire
-			 * them here.  The spin goes on as it was: a wake-up
-			 * for a deadline is not a sign that work follows
-			 * (a full spin after each cost 20 us of CPU per
-			 * expiry, 2-3x the expiry's own cost). */
-			if (tm)
-				ao__timers_idle(tm);
+			/* The driver's work that is due, or about to be
+			 * (a precise timer): run it here.  The spin goes on
+			 * as it was: a wake-up for a deadline is not a sign
+			 * that items follow (a full spin after each would
+			 * cost more CPU than the expiry itself). */
+			if (d)
+				d->ops->run(d, 0, true);
 			before = now;
 			yielded = spin_pause(ex, now >= relax_end, &pauses);
 			now = ao_cycles();
@@ -1159,9 +1186,11 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 		} while (now < end && !LOAD(ex->exiting));
 		if (w->spin_fails < SPIN_FAILS_MAX)
 			w->spin_fails++;
-		r = park(w);
+		r = park(w, NULL, NULL);
 		if (r == PARK_EXIT)
 			return NULL;
+		if (r == PARK_SLEPT)
+			start_searching(w);
 		x = find_work(w, false);
 		if (x) {
 			if (w->searching)
@@ -1199,25 +1228,25 @@ static void pin_worker(struct ao_worker *w)
 }
 
 /*
- * Between items, with a timer service attached: every tm_every items, look
- * at the clock and fire what is due, ahead of the queued items.  tm_every
- * adapts so that the looks come about every TIMER_CHECK_NS: one clock read
- * per 10 us of work costs nothing, and a due timer waits at most that (or
- * one long item).
+ * Between items, with a driver attached: every drv_every items, look at
+ * the clock and run what is due, ahead of the queued items.  drv_every
+ * adapts so that the looks come about every DRIVER_CHECK_NS: one clock
+ * read per 10 us of work costs nothing, and a due timer waits at most
+ * that (or one long item).
  */
-static __attribute__((noinline)) void timers_tick(struct ao_worker *w)
+static __attribute__((noinline)) void driver_tick(struct ao_worker *w)
 {
-	struct ao_timers *tm = ao__exec_timers(w->ex);
-	uint64_t now = ao_now_ns(), d = now - w->tm_last;
+	struct ao_driver *drv = ao__exec_driver(w->ex);
+	uint64_t now = ao_now_ns(), d = now - w->drv_last;
 
-	w->tm_last = now;
-	if (d < TIMER_CHECK_NS / 2 && w->tm_every < TIMER_EVERY_MAX)
-		w->tm_every *= 2;
-	else if (d > TIMER_CHECK_NS && w->tm_every > 1)
-		w->tm_every /= 2;
-	w->tm_count = w->tm_every;
-	if (tm)
-		ao__timers_check(tm, now);
+	w->drv_last = now;
+	if (d < DRIVER_CHECK_NS / 2 && w->drv_every < DRIVER_EVERY_MAX)
+		w->drv_every *= 2;
+	else if (d > DRIVER_CHECK_NS && w->drv_every > 1)
+		w->drv_every /= 2;
+	w->drv_count = w->drv_every;
+	if (drv)
+		drv->ops->run(drv, now, false);
 }
 
 static void *worker_main(void *arg)
@@ -1242,8 +1271,8 @@ static void *worker_main(void *arg)
 				break;
 		}
 		run_item(w, x);
-		if (unlikely(LOAD(ex->tm) != NULL) && !--w->tm_count)
-			timers_tick(w);
+		if (unlikely(LOAD(ex->drv) != NULL) && !--w->drv_count)
+			driver_tick(w);
 	}
 	cur_worker = NULL;
 	return NULL;
@@ -1630,79 +1659,62 @@ bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
 			  void *arg)
 {
 	struct ao_worker *w = worker_of(ex);
-	struct ao_timers *tm;
-	int64_t timeout = -1;
-	uint64_t token = 0;
-	uint32_t key;
+	struct ao_driver *d;
 
 	if (!w)
 		return false;
 	flush_credit(w);
-	/* A worker waiting for a group is still a worker: due timers run
-	 * here, and it may be the one that sleeps until the next deadline
-	 * (as in park()). */
-	tm = ao__exec_timers(ex);
-	if (tm && ao__timers_idle(tm))
+	/* A worker waiting for a group is still a worker: the driver's due
+	 * work runs here, and it may park through the driver (park()). */
+	d = ao__exec_driver(ex);
+	if (d && d->ops->run(d, 0, true))
 		return true; /* the caller re-checks its condition */
 	/* cond() pairs with its own notifier, which calls
-	 * ao__exec_wake_all() after making it true. */
-	if (park_prepare(w, cond, arg, &key)) {
-		if (tm) {
-			timeout = ao__timers_sleep_begin(tm, &token);
-			if (!timeout) {
-				__atomic_fetch_sub(&ex->nsleeping, 1,
-						   __ATOMIC_RELAXED);
-				ao_ec_cancel(&ex->idle_ec);
-				park_called_off(ex);
-				return true;
-			}
-		}
-		park_finish(w, key, timeout);
-		if (tm)
-			ao__timers_sleep_end(tm, token);
+	 * ao__exec_wake_all() after making it true.  Woken, the worker does
+	 * not search (it goes back to its condition), but it clears the
+	 * flag as a searcher would, so later submits may wake another. */
+	if (park(w, cond, arg) == PARK_SLEPT)
 		__atomic_store_n(&ex->wake_pending, 0, __ATOMIC_SEQ_CST);
-	} else {
+	else
 		park_called_off(ex);
-	}
 	return true;
 }
 
-/* ---- for the timers ---- */
+/* ---- for drivers (core/driver.h) ---- */
 
-int ao__exec_attach_timers(struct ao_exec *ex, struct ao_timers *ts)
+int ao__exec_attach_driver(struct ao_exec *ex, struct ao_driver *d)
 {
-	struct ao_timers *none = NULL;
+	struct ao_driver *none = NULL;
 
-	/* RELEASE: the service is set up before workers see it; pairs
-	 * with the ACQUIRE in ao__exec_timers(). */
-	if (!__atomic_compare_exchange_n(&ex->tm, &none, ts, false,
+	/* RELEASE: the driver is set up before workers see it; pairs with
+	 * the ACQUIRE in ao__exec_driver(). */
+	if (!__atomic_compare_exchange_n(&ex->drv, &none, d, false,
 					 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 		return -EBUSY;
 	return 0;
 }
 
-void ao__exec_detach_timers(struct ao_exec *ex, struct ao_timers *ts)
+void ao__exec_detach_driver(struct ao_exec *ex, struct ao_driver *d)
 {
-	struct ao_timers *head;
+	struct ao_driver *head;
 
-	/* Workers may still hold ts (a look that read ex->tm before this):
-	 * it stays allocated until the executor is freed, and says it is
-	 * dead to whoever looks. */
-	__atomic_store_n(&ex->tm, NULL, __ATOMIC_RELEASE);
-	head = __atomic_load_n(&ex->tm_dead, __ATOMIC_RELAXED);
+	/* Workers may still hold d (a look that read ex->drv before this):
+	 * it stays on drv_dead until exec_free() releases it. */
+	__atomic_store_n(&ex->drv, NULL, __ATOMIC_RELEASE);
+	head = __atomic_load_n(&ex->drv_dead, __ATOMIC_RELAXED);
 	do {
-		*ao__timers_dead_link(ts) = head;
-	} while (!__atomic_compare_exchange_n(&ex->tm_dead, &head, ts, true,
+		d->next = head;
+	} while (!__atomic_compare_exchange_n(&ex->drv_dead, &head, d, true,
 					      __ATOMIC_RELEASE,
 					      __ATOMIC_RELAXED));
 }
 
-struct ao_timers *ao__exec_timers(const struct ao_exec *ex)
+struct ao_driver *ao__exec_driver(const struct ao_exec *ex)
 {
-	return __atomic_load_n(&ex->tm, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&ex->drv, __ATOMIC_ACQUIRE);
 }
 
-void ao__exec_kick(struct ao_exec *ex)
+void ao__exec_unpark(struct ao_exec *ex)
 {
 	ao_ec_notify_one(&ex->idle_ec);
 }
@@ -1779,15 +1791,19 @@ static void exec_stop_workers(struct ao_exec *ex)
 			pthread_join(ex->workers[i].thread, NULL);
 }
 
+/* Free ex, once its workers have exited: its drivers are released,
+ * detached or not (no worker calls them any more). */
 static void exec_free(struct ao_exec *ex)
 {
-	struct ao_timers *ts = ex->tm_dead;
+	struct ao_driver *d = ex->drv_dead, *next;
 
-	while (ts) {
-		struct ao_timers *next = *ao__timers_dead_link(ts);
-
-		ao__timers_free(ts);
-		ts = next;
+	if (ex->drv) {
+		ex->drv->next = d;
+		d = ex->drv;
+	}
+	for (; d; d = next) {
+		next = d->next;
+		d->ops->release(d);
 	}
 	free(ex->workers);
 	free(ex);
@@ -1884,7 +1900,7 @@ int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
 		ao_deque_init(&w->dq);
 		w->ex = ex;
 		w->id = i;
-		w->tm_count = w->tm_every = 1;
+		w->drv_count = w->drv_every = 1;
 		w->rng = 0x9e3779b97f4a7c15ull * (i + 1);
 	}
 	for (unsigned int i = 0; i < ex->nworkers; i++) {

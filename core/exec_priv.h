@@ -3,7 +3,7 @@
  * What strands and groups need from the executor beyond the public API:
  * accepting an item without queueing it (a strand keeps its own queue),
  * queueing a carrier item that may not be refused, and accounting for the
- * items a carrier runs.
+ * items a carrier runs.  What drivers (the timers) see: core/driver.h.
  */
 #ifndef AORTA_CORE_EXEC_PRIV_H
 #define AORTA_CORE_EXEC_PRIV_H
@@ -27,22 +27,13 @@ void ao__exec_started(struct ao_exec *ex);
  * ao__exec_finished_off() once it has run them (n at a time). */
 bool ao__exec_finished(struct ao_exec *ex);
 void ao__exec_finished_off(struct ao_exec *ex, unsigned int n);
-/* On a worker of ex, park until woken or cond(arg) holds; false if the
- * caller is not one of ex's workers. */
+/* On a worker of ex, run the driver's due work or park until woken or
+ * cond(arg) holds; false if the caller is not one of ex's workers. */
 bool ao__exec_park_worker(struct ao_exec *ex, bool (*cond)(void *arg),
 			  void *arg);
 /* True if ex's policy is AO_EXEC_BLOCK. */
 bool ao__exec_blocking(const struct ao_exec *ex);
 /* Wake every parked worker of ex (they re-check their conditions). */
 void ao__exec_wake_all(struct ao_exec *ex);
-
-struct ao_timers;
-/* Attach ex's timer service (-EBUSY if it has one), detach it (it is
- * freed with ex), look it up; wake one parked worker (a deadline moved
- * earlier than any worker's wake-up). */
-int ao__exec_attach_timers(struct ao_exec *ex, struct ao_timers *ts);
-void ao__exec_detach_timers(struct ao_exec *ex, struct ao_timers *ts);
-struct ao_timers *ao__exec_timers(const struct ao_exec *ex);
-void ao__exec_kick(struct ao_exec *ex);
 
 #endif /* AORTA_CORE_EXEC_PRIV_H */

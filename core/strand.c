@@ -112,11 +112,10 @@ static struct ao_timer *timer_pop(struct ao_strand *s)
 		t->next->pprev = &s->tm_head;
 	else
 		s->tm_tail = &s->tm_head;
+	/* Unlinked under this lock, as the cancel that would take it off
+	 * (ao__strand_timer_del()) does: the two cannot both have it. */
 	t->next = NULL;
 	t->pprev = NULL;
-	/* Under this lock, as the cancel that would take it off
-	 * (ao__strand_timer_del()) is: the two cannot both have it. */
-	tm_set_state(t, TS_RUNNING);
 	return t;
 }
 
@@ -288,7 +287,6 @@ bool ao__strand_timer_add(struct ao_strand *s, struct ao_timer *t, bool may_run)
 	t->pprev = s->tm_tail;
 	*s->tm_tail = t;
 	s->tm_tail = &t->next;
-	tm_set_state(t, tm_state(t) == TS_PENDING ? TS_QUEUED : TS_RUN_QUEUED);
 	if (s->running) {
 		/* The runner takes it before its next item. */
 	} else if (may_run) {

@@ -26,7 +26,7 @@
  *    behind the queue;
  *  - an arm that moves the earliest deadline before the timed waiter's
  *    wake-up wakes one parked worker, which parks again with the earlier
- *    timeout (ao__exec_kick());
+ *    timeout (ao__exec_unpark());
  *  - precise timers (AO_TIMER_PRECISE): the waiter wakes a lead before
  *    the deadline and spins the rest on the clock.  The lead follows the
  *    wake-up errors it measures (a decaying maximum, plus a margin),
@@ -83,13 +83,14 @@
  *
  * States
  * ------
- * A timer's state (core/timer_priv.h) is in the low bits of t->ctl.  Each
- * transition happens under the lock that governs it, so writers never
- * race: the shard lock for the wheel and fire list, the callback's start
- * and end; the strand lock (taken inside the shard lock) for a strand's
- * list of fired timers; a strand runner takes a timer off that list and
- * marks it running under the strand lock alone, and a cancel or an arm
- * that finds it QUEUED checks under both.  A callback that runs while its
+ * A timer's state (TS_* below) is in the low bits of t->ctl, and only this
+ * file writes it.  Every transition happens under the timer's shard lock,
+ * so writers never race.  A strand's list of fired timers is the strand's
+ * (core/strand.c), under the strand lock, taken inside the shard lock: a
+ * strand runner takes a timer off it under the strand lock alone and
+ * leaves it QUEUED until ao__timer_run_queued() marks it running, and a
+ * cancel or an arm that finds it QUEUED asks the strand whether it is
+ * still listed (ao__strand_timer_del()).  A callback that runs while its
  * timer fires again runs again after it returns (TS_RUN_DUE), never twice
  * at once; a strand timer's runs are serialised by the strand anyway.
  *
@@ -106,7 +107,7 @@
 #include <aorta/core/timer.h>
 #include <aorta/sync/eventcount.h>
 #include "../sync/taslock.h"
-#include "exec_priv.h"
+#include "driver.h"
 #include "timer_priv.h"
 
 #define GRAN_SHIFT 14 /* level-0 granule: 16.4 us */
@@ -129,6 +130,23 @@
 /* The lead's margin over the wake-up error measured. */
 #define LEAD_MARGIN_NS 20000u
 #define LEAD_MIN_NS 20000u
+
+/*
+ * A timer's state, the low three bits of t->ctl (see "States" above).
+ * Written with release stores by holders of the lock that governs the
+ * transition, read anywhere.
+ */
+enum {
+	TS_IDLE = 0, /* not armed */
+	TS_PENDING = 1, /* in its shard's wheel or fire list */
+	TS_QUEUED = 2, /* fired, on its strand's timer list */
+	TS_RUNNING = 3, /* callback running */
+	TS_RUN_PENDING = 4, /* callback running, armed again */
+	TS_RUN_QUEUED = 5, /* callback running, fired again (strand) */
+	TS_RUN_STOP = 6, /* callback running, cancelled: no re-arm */
+	TS_RUN_DUE = 7, /* callback running, due again: run it after */
+};
+#define TS_MASK 7ull
 
 #define NO_TIME UINT64_MAX
 #define NO_G UINT64_MAX
@@ -188,6 +206,7 @@ struct tw_shard {
 } __ao_cacheline_aligned;
 
 struct ao_timers {
+	struct ao_driver drv; /* what the executor sees of us */
 	struct ao_exec *exec;
 	unsigned int nshards;
 	unsigned int nworkers;
@@ -195,7 +214,6 @@ struct ao_timers {
 	uint32_t slack_ns;
 	uint32_t precise_max_ns;
 	struct tw_shard *shards;
-	struct ao_timers *dead_next; /* the executor's list of dead ones */
 
 	uint64_t test_now __ao_cacheline_aligned; /* the test clock */
 
@@ -224,6 +242,21 @@ static __thread bool in_expiry;
 static __thread uint32_t thread_slack;
 
 /* ---- small helpers ---- */
+
+static inline unsigned int tm_state(const struct ao_timer *t)
+{
+	return (unsigned int)(__atomic_load_n(&t->ctl, __ATOMIC_ACQUIRE) &
+			      TS_MASK);
+}
+
+static inline void tm_set_state(struct ao_timer *t, unsigned int s)
+{
+	uint64_t c = __atomic_load_n(&t->ctl, __ATOMIC_RELAXED);
+
+	/* RELEASE: what the transition's holder wrote (links, expires)
+	 * comes first; pairs with the ACQUIRE in tm_state(). */
+	__atomic_store_n(&t->ctl, (c & ~TS_MASK) | s, __ATOMIC_RELEASE);
+}
 
 static inline unsigned int lvl_shift(unsigned int lvl)
 {
@@ -392,7 +425,7 @@ static void publish_next(struct tw_shard *sh)
 {
 	/* SEQ_CST: pairs with the SEQ_CST loads of a parking worker
 	 * (ts_next()), which reads them after its prepare (see
-	 * ao__timers_sleep_begin()). */
+	 * timers_park()). */
 	__atomic_store_n(&sh->next_pub, sh->next, __ATOMIC_SEQ_CST);
 }
 
@@ -415,7 +448,7 @@ static __attribute__((noinline)) void next_lowered(struct tw_shard *sh)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if ((sh->next >> 1) <
 	    __atomic_load_n(&ts->sleep_until, __ATOMIC_SEQ_CST))
-		ao__exec_kick(ts->exec);
+		ao__exec_unpark(ts->exec);
 }
 
 /* ---- the level caches ---- */
@@ -937,8 +970,12 @@ void ao__timer_run_queued(struct ao_timer *t)
 		done_notify(ts);
 		return;
 	}
-	/* Taken off the strand as TS_RUNNING; a cancel since then asked
-	 * for no re-arm (TS_RUN_STOP); either way it runs now. */
+	/* Taken off the strand as TS_QUEUED: it runs now.  A cancel since
+	 * then found it off the list and asked for no re-arm (TS_RUN_STOP),
+	 * an arm for one after it (TS_RUN_PENDING): either way it runs, and
+	 * tm_call() settles the state after. */
+	if (tm_state(t) == TS_QUEUED)
+		tm_set_state(t, TS_RUNNING);
 	__atomic_fetch_add(&ts->running, 1, __ATOMIC_RELAXED);
 	tm_begin(sh, t, ts_clock(ts), &ev);
 	ao_tas_unlock(&sh->lock);
@@ -975,6 +1012,11 @@ static unsigned int run_fired(struct tw_shard *sh, unsigned int max,
 
 			OWN_ADD(sh->npending, -1);
 			__atomic_fetch_add(&sh->nqueued, 1, __ATOMIC_RELAXED);
+			/* Before it is linked: a strand runner can take it
+			 * only once it is on the list. */
+			tm_set_state(t, tm_state(t) == TS_PENDING ?
+						TS_QUEUED :
+						TS_RUN_QUEUED);
 			run = ao__strand_timer_add(s, t, may_run);
 			ao_tas_unlock(&sh->lock);
 			if (run)
@@ -1071,21 +1113,29 @@ static bool ts_poll(struct ao_timers *ts, uint64_t now, bool may_run)
 	return any;
 }
 
-/* ---- the executor's hooks ---- */
+/* ---- the driver (core/driver.h) ---- */
 
-void ao__timers_check(struct ao_timers *ts, uint64_t now)
+static inline struct ao_timers *ts_of(struct ao_driver *d)
+{
+	return container_of(d, struct ao_timers, drv);
+}
+
+/* A busy worker between items: fire what is due at now. */
+static bool ts_check(struct ao_timers *ts, uint64_t now)
 {
 	uint64_t n;
 
 	if (ts->test_clock)
-		return;
+		return false;
 	n = ts_next(ts);
 	if ((n >> 1) > now)
-		return;
-	ts_poll(ts, now, true);
+		return false;
+	return ts_poll(ts, now, true);
 }
 
-bool ao__timers_idle(struct ao_timers *ts)
+/* An idle worker: fire what is due, and spin to a precise deadline that
+ * is closer than the lead; true if it fired any. */
+static bool ts_idle(struct ao_timers *ts)
 {
 	uint64_t n, now, t;
 
@@ -1123,7 +1173,12 @@ static void set_slack(const struct ao_timers *ts)
 		thread_slack = ts->slack_ns;
 }
 
-int64_t ao__timers_sleep_begin(struct ao_timers *ts, uint64_t *token)
+/*
+ * A worker is about to sleep: the timeout (ns) it must wake up after to
+ * serve the next deadline, or -1 for none; 0 means do not sleep.  *token
+ * goes to sleep_end() when it wakes.
+ */
+static int64_t sleep_begin(struct ao_timers *ts, uint64_t *token)
 {
 	uint64_t n, t, now, su;
 
@@ -1157,7 +1212,7 @@ int64_t ao__timers_sleep_begin(struct ao_timers *ts, uint64_t *token)
 	return -1; /* another worker wakes up earlier */
 }
 
-void ao__timers_sleep_end(struct ao_timers *ts, uint64_t token)
+static void sleep_end(struct ao_timers *ts, uint64_t token)
 {
 	uint64_t now, err, est, t = token;
 
@@ -1180,16 +1235,43 @@ void ao__timers_sleep_end(struct ao_timers *ts, uint64_t token)
 			 __ATOMIC_RELAXED);
 }
 
-struct ao_timers **ao__timers_dead_link(struct ao_timers *ts)
+static bool timers_run(struct ao_driver *d, uint64_t now, bool idle)
 {
-	return &ts->dead_next;
+	struct ao_timers *ts = ts_of(d);
+
+	return idle ? ts_idle(ts) : ts_check(ts, now);
 }
 
-void ao__timers_free(struct ao_timers *ts)
+/* One worker at a time sleeps until the next deadline (sleep_until); the
+ * others sleep until woken.  Called after the worker's prepare: see
+ * next_lowered() for the pairing. */
+static void timers_park(struct ao_driver *d, struct ao_park *p)
 {
+	struct ao_timers *ts = ts_of(d);
+	uint64_t token;
+	int64_t timeout = sleep_begin(ts, &token);
+
+	if (!timeout)
+		return; /* a deadline is (nearly) due: do not sleep */
+	p->wait(p, timeout);
+	sleep_end(ts, token);
+}
+
+/* The service's memory is its own: the executor lets go of it here, once
+ * no worker can call into it (core/driver.h). */
+static void timers_release(struct ao_driver *d)
+{
+	struct ao_timers *ts = ts_of(d);
+
 	free(ts->shards);
 	free(ts);
 }
+
+static const struct ao_driver_ops timers_ops = {
+	.run = timers_run,
+	.park = timers_park,
+	.release = timers_release,
+};
 
 /* ---- the timer API ---- */
 
@@ -1487,6 +1569,7 @@ int ao_timers_create(const struct ao_timers_config *cfg, struct ao_timers **out)
 						   AO_TIMERS_DEFAULT_PRECISE_NS;
 	ts->lead_ns = umin(4 * LEAD_MIN_NS, ts->precise_max_ns);
 	ts->sleep_until = NO_TIME;
+	ts->drv.ops = &timers_ops;
 	ao_ec_init(&ts->done_ec);
 	if (posix_memalign(&mem, AO_CACHELINE_SIZE,
 			   n * sizeof(struct tw_shard))) {
@@ -1510,9 +1593,9 @@ int ao_timers_create(const struct ao_timers_config *cfg, struct ao_timers **out)
 			sh->lvl[l].g = NO_G;
 		}
 	}
-	err = ao__exec_attach_timers(cfg->exec, ts);
+	err = ao__exec_attach_driver(cfg->exec, &ts->drv);
 	if (err) {
-		ao__timers_free(ts);
+		timers_release(&ts->drv);
 		return err;
 	}
 	*out = ts;
@@ -1521,7 +1604,9 @@ int ao_timers_create(const struct ao_timers_config *cfg, struct ao_timers **out)
 
 struct ao_timers *ao_timers_of(const struct ao_exec *ex)
 {
-	return ex ? ao__exec_timers(ex) : NULL;
+	struct ao_driver *d = ex ? ao__exec_driver(ex) : NULL;
+
+	return d && d->ops == &timers_ops ? ts_of(d) : NULL;
 }
 
 uint64_t ao_timers_now(const struct ao_timers *ts)
@@ -1605,7 +1690,7 @@ int ao_timers_destroy(struct ao_timers *ts, uint64_t *pending)
 		}
 		ao_ec_wait(&ts->done_ec, key, 100000000);
 	}
-	ao__exec_detach_timers(ts->exec, ts);
+	ao__exec_detach_driver(ts->exec, &ts->drv);
 	if (pending)
 		*pending = n;
 	return 0;
