@@ -5,7 +5,7 @@
  * Queues
  * ------
  * Both disciplines have one intrusive FIFO, ex->q: single items go onto
- * its lock-free inbox (one CAS, no lock: see struct ao_queue), and workers
+ * its lock-free inbox (one CAS, no lock: core/inbox.h), and workers
  * take them under the sync/ three-phase lock (no mutex, no condition
  * variable), which the submitters never touch.  Under AO_EXEC_SHARED
  * it is the only queue: every submit appends to it, and a worker takes a
@@ -47,7 +47,7 @@
  * idle CPU by the kernel, a parked one needs a wake).  A worker in its
  * own loop leaves an inbox younger than INBOX_AGE_NS alone while head is
  * empty, so that it takes the producer's line once per batch, not once
- * per item or two (queue_take()).  Parking is an event
+ * per item or two (ao_inbox_take()).  Parking is an event
  * count prepare / re-check every queue / wait, so an idle executor sleeps
  * in the kernel and burns no CPU; nothing in it polls on a timer.  A submit
  * publishes its item and then, after a SEQ_CST fence, wakes one sleeper
@@ -78,7 +78,7 @@
  * that found nobody to wake cannot leave it set for good.  Work that a
  * worker takes out of sight for a moment is published again the same way:
  * a worker that moves the inbox to the locked list and leaves items there
- * (queue_take()), or that moves a batch from the injector to its ring
+ * (ao_inbox_take()), or that moves a batch from the injector to its ring
  * (inject_grab()), calls exec_notify() as a submit would.
  * tests/model/exec.pml checks the protocol with spin (README there).
  *
@@ -162,6 +162,7 @@
 #include "deque.h"
 #include "driver.h"
 #include "exec_priv.h"
+#include "inbox.h"
 
 /* Every this many looks for work, the injector comes first. */
 #define GLOBAL_INTERVAL 61u
@@ -178,7 +179,7 @@
 #define PAUSES_MIN 8u
 #define PAUSES_MAX 256u
 /* A worker in its own loop leaves an inbox younger than this alone while
- * it can (see "Batches" above queue_take()). */
+ * it can (see "Batches" above patience()). */
 #define INBOX_AGE_NS 1000u
 /* A yield of an idle spin that took longer than this gave the CPU to
  * another thread; such time is not charged to the spin, up to LENT_MAX_NS
@@ -190,36 +191,6 @@
  * short and halving while they are long (driver_tick()). */
 #define DRIVER_CHECK_NS 10000u
 #define DRIVER_EVERY_MAX 64u
-
-/*
- * An intrusive FIFO in two parts.  Single items submitted from outside the
- * pool (and, under AO_EXEC_SHARED, by workers) are pushed onto inbox, a
- * lock-free LIFO list (the kernel's llist: one CAS, newest first), so a
- * submitter never takes the lock and never waits for a worker that holds
- * it.  Workers take items from head..tail under the sync/ lock; when that
- * list is empty, the taker detaches the whole inbox with one exchange and
- * appends it reversed, oldest first.  So the submitter and the workers
- * share one cache line per batch a worker detaches, not per item, and the
- * order stays FIFO: everything in head..tail was pushed before anything in
- * inbox.  Batches (a ring's overflow) go straight to head..tail under the
- * lock.  Peeking reads head and inbox_set, never inbox: a worker looking
- * for work would otherwise pull the inbox's line from the submitter after
- * every push.  inbox_set is set by the push that finds the inbox empty and
- * cleared by the worker that detaches it, so the submitter writes it once
- * per batch; it is set whenever the inbox holds items, except between a
- * push onto an empty inbox and the notify that follows (exec_notify()
- * covers that window) and while a worker detaches what it holds.  What it
- * is set to is the cycle counter at that push (with the low bit set, so it
- * is never 0): how old the inbox's oldest item is (queue_take()).
- */
-struct ao_queue {
-	struct ao_spinlock lock;
-	struct ao_work *head;
-	struct ao_work *tail;
-	uint64_t len;
-	struct ao_work *inbox __ao_cacheline_aligned;
-	uint64_t inbox_set __ao_cacheline_aligned; /* 0, or ao_cycles() | 1 */
-};
 
 struct ao_worker {
 	struct ao_deque dq; /* AO_EXEC_STEAL: this worker's ring */
@@ -265,7 +236,7 @@ struct ao_exec {
 	struct ao_driver *drv; /* the driver (core/driver.h), or NULL */
 	struct ao_driver *drv_dead; /* detached ones, released with us */
 
-	struct ao_queue q __ao_cacheline_aligned;
+	struct ao_inbox q __ao_cacheline_aligned;
 
 	/* Wake state (see "Waking" above). */
 	uint32_t nsearching __ao_cacheline_aligned;
@@ -342,187 +313,12 @@ static inline struct ao_worker *worker_of(const struct ao_exec *ex)
 	return w && w->ex == ex ? w : NULL;
 }
 
-/* ---- the locked FIFO ---- */
-
-static void queue_init(struct ao_queue *q)
-{
-	ao_spin_init(&q->lock);
-	q->head = q->tail = NULL;
-	q->len = 0;
-	q->inbox = NULL;
-	q->inbox_set = 0;
-}
-
-/* Append the list first..last (n items, last->next == NULL). */
-static void queue_push(struct ao_queue *q, struct ao_work *first,
-		       struct ao_work *last, unsigned int n)
-{
-	ao_spin_lock(&q->lock);
-	if (q->tail)
-		q->tail->next = first;
-	else
-		WRITE_ONCE(q->head, first);
-	q->tail = last;
-	WRITE_ONCE(q->len, q->len + n);
-	ao_spin_unlock(&q->lock);
-}
-
-/* Push one item onto the inbox; no lock.  True if the inbox was empty. */
-static inline bool queue_push_one(struct ao_queue *q, struct ao_work *work)
-{
-	struct ao_work *first = READ_ONCE(q->inbox);
-
-	/* ACQ_REL on success.  RELEASE: the item (its fields, its next
-	 * link) is written before it is visible; pairs with the exchange in
-	 * queue_refill().  ACQUIRE: pairs with that exchange's release, so
-	 * its clear of inbox_set comes before our set below.  No ABA: items
-	 * only ever leave the inbox all at once, never one by one. */
-	do {
-		work->next = first;
-	} while (!__atomic_compare_exchange_n(&q->inbox, &first, work, true,
-					      __ATOMIC_ACQ_REL,
-					      __ATOMIC_RELAXED));
-	if (first)
-		return false;
-	/* RELEASE: pairs with the ACQUIRE load in queue_refill(), so a
-	 * worker that sees the flag set has our CAS ordered before its
-	 * exchange, which then takes our item (on x86 both are plain moves).
-	 * The caller's exec_notify() fence orders it before its loads of the
-	 * wake state, as it does the push. */
-	__atomic_store_n(&q->inbox_set, ao_cycles() | 1, __ATOMIC_RELEASE);
-	return true;
-}
-
-static inline bool queue_peek(const struct ao_queue *q)
-{
-	return READ_ONCE(q->head) || READ_ONCE(q->inbox_set);
-}
-
-/* Under the lock, head..tail empty: move the inbox there, oldest first. */
-static void queue_refill(struct ao_queue *q)
-{
-	struct ao_work *x, *rev = NULL, *last;
-	uint64_t n = 0;
-
-	/* ACQUIRE: pairs with the RELEASE store in queue_push_one().  Were
-	 * it relaxed, our exchange could precede that push's CAS, find the
-	 * inbox empty, and our clear below would hide the item that CAS
-	 * then adds (every later push would find the inbox non-empty and
-	 * leave the flag clear). */
-	if (!__atomic_load_n(&q->inbox_set, __ATOMIC_ACQUIRE))
-		return;
-	/* Cleared before the exchange (whose release orders it first), so
-	 * a push that finds the inbox empty after it sets it again. */
-	__atomic_store_n(&q->inbox_set, 0, __ATOMIC_RELAXED);
-	/* ACQ_REL: the acquire pairs with the RELEASE of the CAS in
-	 * queue_push_one(), the release with its ACQUIRE. */
-	x = __atomic_exchange_n(&q->inbox, NULL, __ATOMIC_ACQ_REL);
-	last = x;
-	while (x) {
-		struct ao_work *next = x->next;
-
-		x->next = rev;
-		rev = x;
-		x = next;
-		n++;
-	}
-	if (!rev)
-		return;
-	WRITE_ONCE(q->head, rev);
-	q->tail = last;
-	WRITE_ONCE(q->len, n);
-}
-
-/*
- * Batches.  A detach takes the inbox's line from the submitter, whose next
- * push then waits for it to come back.  With the queue short (a bounded
- * executor, or workers as fast as the producer) the workers would detach
- * the inbox as soon as it holds an item or two, and the producer would pay
- * that miss on nearly every submit: W1 ran at half speed, settled in that
- * state, with 5-20 items per detach (45,000-220,000 detaches per million
- * items, against 150-3,000 in the runs where the producer kept ahead).  So
- * a worker in its own loop (patience != 0) leaves an inbox alone until
- * its oldest item is INBOX_AGE_NS old, and looks again later, as its idle
- * spin does anyway: a batch then holds what the producer pushed in that
- * time.  The worker cannot sleep on it meanwhile: work_visible() still
- * sees the inbox, so park_prepare() calls the park off and the take after
- * it has no patience; so an item waits at most INBOX_AGE_NS more, and
- * only while a worker is already looking.  A worker woken from sleep, a
- * group wait and ao_exec_run_one() take it at once.
- */
-
-/*
- * Take len / div + 1 items, at most max: return the first, and the others
- * as a NULL-terminated list in *rest (with their count in *nrest).
- * *hidden is set if the take moved the inbox to head and left items there:
- * the caller must then publish them with exec_notify() (see there).  With
- * patience (cycles), an inbox younger than that is left alone when head is
- * empty (see "Batches" above).
- */
-static struct ao_work *queue_take(struct ao_queue *q, uint64_t div,
-				  uint64_t max, struct ao_work **rest,
-				  unsigned int *nrest, bool *hidden,
-				  uint64_t patience)
-{
-	struct ao_work *first, *last;
-	bool refilled = false;
-	uint64_t k, set;
-
-	*hidden = false;
-	if (!READ_ONCE(q->head)) {
-		/* Racy reads, a hint only: the locked code below decides. */
-		set = READ_ONCE(q->inbox_set);
-		if (!set || (patience && ao_cycles() - set < patience))
-			return NULL;
-	}
-	ao_spin_lock(&q->lock);
-	if (!q->head) {
-		queue_refill(q);
-		refilled = true;
-	}
-	first = q->head;
-	if (!first) {
-		ao_spin_unlock(&q->lock);
-		return NULL;
-	}
-	k = q->len / div + 1;
-	if (k > q->len)
-		k = q->len;
-	if (k > max)
-		k = max;
-	last = first;
-	for (uint64_t i = 1; i < k; i++)
-		last = last->next;
-	WRITE_ONCE(q->head, last->next);
-	if (!last->next)
-		q->tail = NULL;
-	/*
-	 * From queue_refill()'s clear of inbox_set to its store of head,
-	 * the items were in neither place a peeker looks, so a worker whose
-	 * last re-check before sleeping fell in between saw nothing, and
-	 * the submitters, who saw the inbox already non-empty or that
-	 * worker not yet asleep, woke nobody.  Those we leave in head must
-	 * be published as a submit would (found by the model checker,
-	 * tests/model/exec.pml: with one gate item per worker, the rest
-	 * waited for ever behind a refiller blocked in its own gate).
-	 */
-	*hidden = refilled && last->next;
-	WRITE_ONCE(q->len, q->len - k);
-	ao_spin_unlock(&q->lock);
-	/* The items are ours now; their links were written under the lock
-	 * or before the push that published them. */
-	*rest = first == last ? NULL : first->next;
-	*nrest = (unsigned int)(k - 1);
-	last->next = NULL;
-	return first;
-}
-
 /* ---- waking ---- */
 
 /* Is there work any worker could take?  Loads only. */
 static bool work_visible(struct ao_exec *ex)
 {
-	if (queue_peek(&ex->q))
+	if (ao_inbox_peek(&ex->q))
 		return true;
 	if (ex->cfg.kind == AO_EXEC_STEAL) {
 		for (unsigned int i = 0; i < ex->nworkers; i++)
@@ -794,7 +590,24 @@ static inline uint32_t worker_rand(struct ao_worker *w)
 	return (uint32_t)(w->rng >> 32);
 }
 
-/* How young an inbox a take may leave to grow: see queue_take(). */
+/*
+ * Batches.  A detach takes the inbox's line from the submitter, whose next
+ * push then waits for it to come back.  With the queue short (a bounded
+ * executor, or workers as fast as the producer) the workers would detach
+ * the inbox as soon as it holds an item or two, and the producer would pay
+ * that miss on nearly every submit, settling at a fraction of its speed
+ * with a few items per detach (docs/PERFORMANCE.md has the measurements).
+ * So a worker in its own loop (patient) leaves an inbox alone until its
+ * oldest item is INBOX_AGE_NS old, and looks again later, as its idle
+ * spin does anyway: a batch then holds what the producer pushed in that
+ * time.  The worker cannot sleep on it meanwhile: work_visible() still
+ * sees the inbox, so park_prepare() calls the park off and the take after
+ * it has no patience; so an item waits at most INBOX_AGE_NS more, and
+ * only while a worker is already looking.  A worker woken from sleep, a
+ * group wait and ao_exec_run_one() take it at once.
+ */
+
+/* How young an inbox a take may leave to grow (ao_inbox_take()). */
 static inline uint64_t patience(const struct ao_exec *ex, bool patient)
 {
 	return patient ? ex->inbox_age_cycles : 0;
@@ -811,8 +624,8 @@ static struct ao_work *shared_find(struct ao_worker *w, bool patient)
 		w->local = x->next;
 		return x;
 	}
-	x = queue_take(&ex->q, 2 * (uint64_t)ex->nworkers, SHARED_BATCH_MAX,
-		       &w->local, &n, &hidden, patience(ex, patient));
+	x = ao_inbox_take(&ex->q, 2 * (uint64_t)ex->nworkers, SHARED_BATCH_MAX,
+			  &w->local, &n, &hidden, patience(ex, patient));
 	if (hidden)
 		exec_notify(ex);
 	return x;
@@ -829,11 +642,11 @@ static struct ao_work *inject_grab(struct ao_worker *w, bool patient)
 
 	if (room > AO_DEQUE_SIZE / 2)
 		room = AO_DEQUE_SIZE / 2;
-	x = queue_take(&ex->q, ex->nworkers, (uint64_t)room + 1, &rest, &n,
-		       &hidden, patience(ex, patient));
+	x = ao_inbox_take(&ex->q, ex->nworkers, (uint64_t)room + 1, &rest, &n,
+			  &hidden, patience(ex, patient));
 	if (!rest) {
 		if (hidden)
-			exec_notify(ex); /* see queue_take() */
+			exec_notify(ex); /* see ao_inbox_take() */
 		return x;
 	}
 	while (rest) {
@@ -845,7 +658,7 @@ static struct ao_work *inject_grab(struct ao_worker *w, bool patient)
 		rest = next;
 	}
 	/*
-	 * Between queue_take() and the pushes the items were in neither
+	 * Between ao_inbox_take() and the pushes the items were in neither
 	 * queue, so a worker parking meanwhile may have re-checked and
 	 * missed them; the submitters that relied on it have gone.  Publish
 	 * them as a submit would: if that worker is asleep now, wake it
@@ -923,7 +736,7 @@ steal_find(struct ao_worker *w, bool patient)
 /*
  * The next item for w to run, or NULL; counts it as started.  patient: w
  * is in its own loop and will look again soon, so it may leave a young
- * inbox to grow (see "Batches" above queue_take()).
+ * inbox to grow (see "Batches" above patience()).
  */
 static inline __attribute__((always_inline)) struct ao_work *
 find_work(struct ao_worker *w, bool patient)
@@ -1291,13 +1104,13 @@ static __attribute__((noinline)) bool push_overflow(struct ao_worker *w,
 
 	n = ao_deque_take_half(&w->dq, &first, &last);
 	if (n) {
-		queue_push(&ex->q, first, last, n);
+		ao_inbox_push_list(&ex->q, first, last, n);
 		__atomic_store_n(&w->overflowed, w->overflowed + n,
 				 __ATOMIC_RELAXED);
 		if (ao_deque_push(&w->dq, work))
 			return true;
 	}
-	queue_push_one(&ex->q, work);
+	ao_inbox_push(&ex->q, work);
 	OWN_INC(w->overflowed);
 	return true;
 }
@@ -1309,7 +1122,7 @@ static inline bool push_local(struct ao_worker *w, struct ao_work *work)
 	int64_t size;
 
 	if (w->ex->cfg.kind == AO_EXEC_SHARED)
-		return queue_push_one(&w->ex->q, work);
+		return ao_inbox_push(&w->ex->q, work);
 	size = ao_deque_push_size(&w->dq, work);
 	if (likely(size >= 0))
 		return size == 0;
@@ -1476,7 +1289,7 @@ submit_external(struct ao_exec *ex, struct ao_work *work, bool blocking)
 {
 	int r = accept_external(ex, blocking); /* counts the call in */
 
-	if (!r && queue_push_one(&ex->q, work))
+	if (!r && ao_inbox_push(&ex->q, work))
 		exec_notify(ex); /* on an empty inbox only: see submit() */
 	ext_leave(ex);
 	return r;
@@ -1605,7 +1418,7 @@ void ao__exec_push_forced(struct ao_exec *ex, struct ao_work *work)
 	}
 	/* SEQ_CST: as in accept_external(); counts the call in. */
 	__atomic_fetch_add(&ex->ext_word, EXT_ONE, __ATOMIC_SEQ_CST);
-	queue_push_one(&ex->q, work);
+	ao_inbox_push(&ex->q, work);
 	exec_notify(ex);
 	ext_leave(ex);
 }
@@ -1882,7 +1695,7 @@ int ao_exec_create(const struct ao_exec_config *cfg, struct ao_exec **out)
 	snprintf(ex->name, sizeof(ex->name), "%s",
 		 cfg->name ? cfg->name : AO_EXEC_NAME_DEFAULT);
 	ex->cfg.name = ex->name;
-	queue_init(&ex->q);
+	ao_inbox_init(&ex->q);
 	ao_ec_init(&ex->idle_ec);
 	ao_ec_init(&ex->room_ec);
 	ao_ec_init(&ex->drain_ec);
