@@ -15,14 +15,13 @@
  * run, wherever it ran.
  *
  * How they are recycled matters as much.  The executor's queues are lists
- * linked through the items, which workers walk (queue_take() in
- * core/exec.c) while the producer writes the next ones: in address order
+ * linked through the items, which workers walk (ao_inbox_take() in
+ * core/inbox.h) while the producer writes the next ones: in address order
  * the prefetchers fetch the lines ahead, in any other order each step
- * waits for a miss.  Intrusive items in W1 (1M, steal, 2 workers): 30-40
- * M/s in address order, 2 M/s shuffled.  A first version of this file
- * recycled items LIFO through a linked list: 17 M/s where intrusive items
- * did 34, with the walk at 30% of the profile (perf).  So items are 32
- * bytes, two to a cache line (the W1 job is 24), carved from 2 KiB slabs
+ * waits for a miss: a queue walked in shuffled order ran an order of
+ * magnitude slower, and items recycled LIFO through a linked list ran at
+ * half the speed of intrusive ones (docs/PERFORMANCE.md).  So items are
+ * 32 bytes, two to a cache line, carved from 2 KiB slabs
  * whose idle items are a bitmap, and a thread hands out the lowest idle
  * item of its current slab: successive calls get successive addresses.
  *
@@ -56,8 +55,7 @@
  *		bits (and the slab to its list) when an item of another
  *		of our slabs comes, or when the hand moves: calls come
  *		back in runs from one slab, and a slab's list is updated
- *		once per run, not per item (W3 on the shared pool: 32
- *		instructions fewer per call).
+ *		once per run, not per item.
  *		Another thread's: set its bit in the hold, which is sent
  *		(one CAS on the slab's returned bits) when an item of
  *		another slab comes, or when it holds AO_CALL_BATCH.  The
@@ -541,9 +539,9 @@ static void trim_note(struct call_block **trimmed, struct call_block *b)
  * the period keeps what it draws on; one that has more than it uses
  * gives the rest back.  The period is time, not slab changes: a burst
  * of calls that comes back every tick, or a call tree run again, finds
- * its slabs still there (counted in slab changes, the second run of
- * execbench's W3 tree on the shared pool freed its 4,000 idle slabs
- * 64 slab changes into its ramp, and malloc()ed them again).  The clock
+ * its slabs still there (counted in slab changes, a call tree run again
+ * freed its idle slabs early in its ramp and allocated them again).  The
+ * clock
  * is read every IDLE_DECAY slab changes (62 calls each), not per call.
  */
 static void heap_trim(struct call_heap *c)
@@ -636,11 +634,9 @@ static void heap_collect(struct call_heap *c)
  * down to a power of two), up to BLOCK_MAX (256 KiB): what a thread
  * maps at once is at most what it already holds, and a burst of calls
  * maps its memory in a few steps.  The pages are populated with the
- * mapping (MAP_POPULATE): execbench's W3 tree on the shared pool needs
- * 4,230 slabs, and with 8 KiB blocks from posix_memalign() the worker
- * ran the tree at 51 M calls/s, with 256 KiB mappings faulted page by
- * page at 60, populated at 64 (one worker; intrusive items 87, their
- * memory made before the clock starts).
+ * mapping (MAP_POPULATE): a call tree of thousands of slabs ran faster
+ * with big populated mappings than with small blocks or pages faulted one
+ * by one (docs/PERFORMANCE.md).
  *
  * A trim frees slabs one by one, and a block lives while any of its
  * slabs does; so that a thread that keeps a few slabs of a large block

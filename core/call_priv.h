@@ -3,9 +3,8 @@
  * What the executor needs of core/call.c to take a call's item inline in
  * its submit (ao_exec_call(), core/exec.c): the item, the calling
  * thread's hand (its current slab and that slab's idle items), and the
- * out-of-line halves.  Inlined there, a call costs 16 instructions fewer
- * than through ao_exec_submit() (callgrind, execbench's W3 tree: 130 per
- * task against 146; an intrusive submit's task is 95).
+ * out-of-line halves.  Inlined there, a call costs about a tenth fewer
+ * instructions than through ao_exec_submit() (docs/PERFORMANCE.md).
  */
 #ifndef AORTA_CORE_CALL_PRIV_H
 #define AORTA_CORE_CALL_PRIV_H

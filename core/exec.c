@@ -47,7 +47,7 @@
  * idle CPU by the kernel, a parked one needs a wake).  A worker in its
  * own loop leaves an inbox younger than INBOX_AGE_NS alone while head is
  * empty, so that it takes the producer's line once per batch, not once
- * per item or two (ao_inbox_take()).  Parking is an event
+ * per item or two ("Batches" above patience()).  Parking is an event
  * count prepare / re-check every queue / wait, so an idle executor sleeps
  * in the kernel and burns no CPU; nothing in it polls on a timer.  A submit
  * publishes its item and then, after a SEQ_CST fence, wakes one sleeper
@@ -117,9 +117,10 @@
  * once per half a queue rather than once per give-back) or returns
  * -EAGAIN (fail policy, and ao_exec_try_submit() always).  On one of the
  * executor's own workers a blocking submit cannot wait: if every worker
- * waited for room that only workers can make, the pool would deadlock (the
- * seed's bounded pool did, 7 runs out of 7).  So a worker that finds the
- * pool full runs the item itself, inline, at once
+ * waited for room that only workers can make, the pool would deadlock (a
+ * textbook bounded thread pool, the baseline execbench compares with,
+ * does).  So a worker that finds the pool full runs the item itself,
+ * inline, at once
  * (depth-first, as a work-first scheduler would): it never waits, and the
  * item needs no slot.  The nesting is bounded by AO_EXEC_INLINE_MAX; a
  * deeper submit is queued beyond the bound instead, which can only happen
@@ -519,11 +520,8 @@ static int room_wait(struct ao_exec *ex, bool blocking)
 		 * pool is full, so the workers have work and need CPU, and a
 		 * submitter that spins or yields keeps its CPU looking busy,
 		 * so the kernel does not move a worker onto it; asleep, it
-		 * leaves that CPU to a worker.  (execbench W1, capacity
-		 * 1024, two workers and the producer on two CPUs: the two
-		 * workers shared one CPU while the producer spun on the
-		 * other, 42.8 Mtasks/s against 65.7 with the short spin;
-		 * unbounded 63.8.)
+		 * leaves that CPU to a worker (a longer spin left the two
+		 * workers sharing one CPU: docs/PERFORMANCE.md).
 		 */
 		now = ao_cycles();
 		relax_end = now + ex->relax_cycles;
@@ -964,7 +962,8 @@ static struct ao_work *worker_idle(struct ao_worker *w)
 		 * latency case) thus parks straight after it; one that
 		 * spun before sleeping is, on Linux 6.x (EEVDF), woken
 		 * without preempting the thread that woke it and waits for
-		 * that thread to block: 10-15 us here against 2-3 us.
+		 * that thread to block, several times the wake-up latency
+		 * (docs/PERFORMANCE.md).
 		 */
 		budget = w->searching ? ex->spin_cycles : ex->spin_cycles / 8;
 		budget >>= w->spin_fails;

@@ -7,12 +7,12 @@
  * -----------------
  * On the workers, as Tokio's driver is polled by a parking worker, not on a
  * timer thread of its own.  A dedicated thread would cost a second wake-up
- * per deadline (it wakes, then must wake a worker to run the callback: on
- * the 2-vCPU VMs this runs on, a futex wake of an idle vCPU costs 3-25 us,
- * p99 near 100 us), and a busy pool would still have to give the due
+ * per deadline (it wakes, then must wake a worker to run the callback, and
+ * on a small VM a futex wake of an idle vCPU costs tens of microseconds),
+ * and a busy pool would still have to give the due
  * callback priority over its queue, which only a worker can do.  The io
  * ring's multishot timeout is ruled out: each shot re-arms relative to the
- * moment it fired (it drifts, about 87 us a tick measured here) and its
+ * moment it fired (it drifts, by its wake-up latency every tick) and its
  * cancel walks every pending timeout.  So:
  *  - a worker that parks with timers pending sleeps on the executor's
  *    event count with a timeout that ends at the earliest deadline (one
@@ -68,9 +68,10 @@
  *    by g.  A slot of at most LAZY_MAX timers is cascaded lazily: the
  *    wheel sleeps until the earliest deadline it holds, then moves the
  *    slot and fires in one step, so a lone periodic tick costs one
- *    wake-up per tick.  A bigger slot (a cascading wheel's worst case:
- *    68,000 timers of 1M spread over a minute, one reinsertion of 27 ms)
- *    is moved in chunks of POLL_BUDGET from (g - 1) on, paced so that it
+ *    wake-up per tick.  A bigger slot (a cascading wheel's worst case: a
+ *    million timers spread over a minute put tens of thousands in one
+ *    slot, whose reinsertion in one go would stall a worker for
+ *    milliseconds) is moved in chunks of POLL_BUDGET from (g - 1) on, paced so that it
  *    is done by g (pace[]), between the level-0 expiries.
  *  - every step does at most POLL_BUDGET timer moves under the lock: no
  *    step is long, whatever the number pending.
