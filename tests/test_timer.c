@@ -782,6 +782,36 @@ static void test_destroy_pending(void **state)
 	assert_int_equal(ao_exec_destroy(ex), 0);
 }
 
+/*
+ * The service's memory is its own, released by the executor when it ends:
+ * destroyed services (several, one after another) and one still attached
+ * with timers pending are all freed by ao_exec_destroy() (a leak fails the
+ * ASan build), and the parked workers that slept through the service (the
+ * driver's park) exit.
+ */
+static void test_exec_releases_services(void **state)
+{
+	struct ao_exec *ex = t_exec_create(AO_EXEC_SHARED, 2, 0, AO_EXEC_BLOCK);
+	struct ao_timer t[3];
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		struct ao_timers *ts = t_timers(ex, false);
+
+		assert_int_equal(ao_timer_init(&t[i], ts, count_fn), 0);
+		assert_int_equal(ao_timer_arm(&t[i], 1000 * MS), 0);
+		t_sleep_ns(2 * MS); /* a worker parks until the deadline */
+		if (i < 2) {
+			t_timers_destroy(ts, 1);
+			assert_null(ao_timers_of(ex));
+			/* Kept until the executor ends: still answers. */
+			assert_int_equal(ao_timer_arm(&t[i], MS), -ESHUTDOWN);
+		}
+	}
+	assert_true(ao_timer_pending(&t[2]));
+	assert_int_equal(ao_exec_destroy(ex), 0);
+}
+
 /* ---- errors ---- */
 
 struct dl {
@@ -1046,6 +1076,7 @@ int main(void)
 		cmocka_unit_test(test_busy_pool_fires_first),
 		cmocka_unit_test(test_precise_periodic),
 		cmocka_unit_test(test_group_wait_fires_timers),
+		cmocka_unit_test(test_exec_releases_services),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
