@@ -21,7 +21,7 @@
  *    1 us instead of the kernel's 50 us).  It wakes, runs the expiry and
  *    the callbacks itself: one wake-up per deadline, no hop;
  *  - a busy worker looks at the clock between two items, every k items
- *    with k adapted so that it looks about every CHECK_NS (10 us), and
+ *    with k adapted so that it looks about every 10 us, and
  *    runs what is due before its next item: a due timer does not wait
  *    behind the queue;
  *  - an arm that moves the earliest deadline before the timed waiter's
@@ -32,6 +32,10 @@
  *    wake-up errors it measures (a decaying maximum, plus a margin),
  *    capped at precise_max_ns.
  * An idle executor with no timer due sleeps in the kernel: nothing polls.
+ * The executor sees all this only as a driver (core/driver.h): it calls
+ * timers_run() between items and while idle, parks through timers_park(),
+ * and calls timers_release() when it ends; the service calls back only
+ * ao__exec_unpark().
  *
  * Shards
  * ------
@@ -123,7 +127,7 @@
 #define POLL_BUDGET 256u
 /* Callbacks one check runs before the worker goes back to its items. */
 #define RUN_BUDGET 256u
-/* A busy worker looks at the clock about this often (timers_tick()). */
+/* Shards: a power of two, at least twice the workers, at most this. */
 #define MAX_SHARDS 64u
 /* Precise mode: spin on the clock alone (no pause between looks) for
  * the last this many ns. */

@@ -5,8 +5,9 @@
  * (lock-free inbox + inbox_set + locked head list), the per-worker rings
  * (AO_EXEC_STEAL) or private batches (AO_EXEC_SHARED), and worker_idle():
  * the search spin, start_searching()/stop_searching(), park() with
- * park_prepare()'s two re-checks, park_finish(), park_called_off(), and
- * exec_notify() with nsleeping / nsearching / wake_pending.
+ * park_prepare()'s two re-checks, the driver's choice not to sleep
+ * (core/driver.h), park_finish(), park_called_off(), and exec_notify()
+ * with nsleeping / nsearching / wake_pending.  The inbox is core/inbox.h.
  *
  * Scenarios (-DSCEN=):
  *  1 "gates" (test_gate_per_worker): one external producer submits NW
@@ -50,14 +51,16 @@
  * whether a patient take (worker_main()'s and the spin's find_work(w,
  * true)) finds the inbox too young to detach (-DPATIENT=0: never), and
  * whether a searcher's spin yields its CPU away and stops searching
- * (spin_lent(); -DLENT=0: never).
+ * (spin_lent(); -DLENT=0: never), and whether the driver, once a park
+ * has passed both re-checks, declines to sleep because something of its
+ * own is due (park(): the timers' next deadline; -DDRIVER=0: never).
  *
  * Not modelled: capacity/credit (capacity 0), shutdown/exiting/drain,
  * strands and group waits (ao__exec_park_worker), ring overflow and
- * queue_push() (rings hold AO_EXEC_DEQUE_SIZE >> items here, so room never
+ * ao_inbox_push_list() (rings hold AO_EXEC_DEQUE_SIZE >> items here, so room never
  * limits a batch, and SHARED_BATCH_MAX 16 never does either).
  *
- * The refill window, and its fix (core/exec.c 1d1ff92), the default.  queue_refill()
+ * The refill window, and its fix, the default.  ao__inbox_refill()
  * clears inbox_set, exchanges the inbox with NULL and only then stores
  * head: in between, a peeker sees head == NULL and inbox_set == 0 while
  * the items are in the refiller's hands.  A worker whose second re-check
@@ -67,12 +70,12 @@
  * never); if it then runs an item that blocks until another one runs (a
  * gate), the rest wait for ever.  The submitters' edge notify does not
  * help: the first found the parking worker not yet counted, the others
- * found the inbox non-empty.  The model of core/exec.c as it was before
- * 1d1ff92 (-DCURRENT=1) ends in that state with AO_EXEC_SHARED and 2 workers, and
+ * found the inbox non-empty.  The model of the code as it was before the
+ * fix (-DCURRENT=1) ends in that state with AO_EXEC_SHARED and 2 workers, and
  * with AO_EXEC_STEAL and 3 (k = 2 / 3 + 1 = 1 leaves one in head; with 2
  * workers, k = len / 2 + 1 takes every item of a 2- or 3-item inbox and
  * inject_grab() notifies).  The default model has the fix:
- * queue_take() reports that it refilled head and left items there, and
+ * ao_inbox_take() reports that it refilled head and left items there, and
  * its caller (shared_find(), inject_grab() when it rang none) calls
  * exec_notify() for them, as a submit would (publish_hidden()).
  *
@@ -81,7 +84,7 @@
  *           own notifies are skipped while it counts itself searching);
  *  -DBUG=3  submits never notify (the edge test always false);
  *  -DBUG=4  inject_grab() does not notify after ringing its batch;
- *  -DBUG=5  queue_refill() clears inbox_set after the exchange, not
+ *  -DBUG=5  ao__inbox_refill() clears inbox_set after the exchange, not
  *           before (a push in between leaves the inbox hidden for good);
  *  -DBUG=6  park_prepare() makes one re-check, before nsleeping++;
  *  -DBUG=1  park_called_off() does nothing: NOT found in these
@@ -100,7 +103,7 @@
 #ifndef NW
 #define NW 2
 #endif
-/* -DCURRENT=1 is the code before 1d1ff92, which had neither. */
+/* -DCURRENT=1 is the code before the refill fix, which had neither. */
 #ifndef PATIENT
 #define PATIENT !CURRENT
 #endif
@@ -109,6 +112,9 @@
 #endif
 #ifndef STEAL
 #define STEAL 1
+#endif
+#ifndef DRIVER
+#define DRIVER 1
 #endif
 #ifndef SCEN
 #define SCEN 1
@@ -208,9 +214,9 @@ inline exec_notify()
 	fi
 }
 
-/* queue_push_one() (CAS loop = one RMW; edge = the inbox was empty), then
+/* ao_inbox_push() (CAS loop = one RMW; edge = the inbox was empty), then
  * the store of inbox_set when it was; submitted++ is bookkeeping. */
-inline queue_push_one()
+inline ao_inbox_push()
 {
 	atomic { edge = (inbox == 0); inbox++; submitted++ };
 	if
@@ -219,8 +225,8 @@ inline queue_push_one()
 	fi
 }
 
-/* queue_peek(): READ_ONCE(head) || READ_ONCE(inbox_set) */
-inline queue_peek()
+/* ao_inbox_peek(): READ_ONCE(head) || READ_ONCE(inbox_set) */
+inline ao_inbox_peek()
 {
 	if
 	:: qlen > 0 -> vis = 1
@@ -232,11 +238,11 @@ inline queue_peek()
 	fi
 }
 
-/* work_visible(): queue_peek(), then (STEAL) ao_deque_size() of every
+/* work_visible(): ao_inbox_peek(), then (STEAL) ao_deque_size() of every
  * ring in order: load top, load bottom. */
 inline work_visible()
 {
-	queue_peek();
+	ao_inbox_peek();
 #if STEAL
 	i = 0;
 	do
@@ -254,13 +260,13 @@ inline work_visible()
 #endif
 }
 
-/* queue_take(q, div, ...): k items taken (0: NULL).  max never binds.
+/* ao_inbox_take(q, div, ...): k items taken (0: NULL).  max never binds.
  * hid: the take refilled head from the inbox and left items there (the
- * fix publishes them; see HIDDEN below).  Its first look is queue_peek()'s
+ * fix publishes them; see HIDDEN below).  Its first look is ao_inbox_peek()'s
  * two loads; with patience (pat: find_work(w, true)) an inbox seen set
  * behind an empty head may be left alone (younger than INBOX_AGE_NS: a
  * free choice). */
-inline queue_take(div)
+inline ao_inbox_take(div)
 {
 	k = 0;
 	hid = 0;
@@ -286,7 +292,7 @@ inline queue_take(div)
 		atomic { qlock == 0 -> qlock = 1; n = qlen };
 		if
 		:: n == 0 ->
-			/* queue_refill(): ACQUIRE load of inbox_set */
+			/* ao__inbox_refill(): ACQUIRE load of inbox_set */
 			if
 			:: inbox_set ->
 #if BUG == 5
@@ -321,7 +327,7 @@ inline queue_take(div)
 	fi
 }
 
-/* The fix (1d1ff92): a take that refilled head from the inbox and left
+/* The fix: a take that refilled head from the inbox and left
  * items there publishes them as a submit would.  -DCURRENT=1: the code
  * before it (no such notify). */
 inline publish_hidden()
@@ -420,7 +426,7 @@ inline steal_any()
  * the rest onto the own ring (bottom stores), then exec_notify(). */
 inline inject_grab()
 {
-	queue_take(NW);
+	ao_inbox_take(NW);
 	if
 	:: k > 0 ->
 		got = 1;
@@ -484,7 +490,7 @@ inline find_work()
 	if
 	:: lbatch > 0 -> lbatch--; got = 1
 	:: else ->
-		queue_take(2 * NW);
+		ao_inbox_take(2 * NW);
 		if
 		:: k > 0 -> got = 1; lbatch = k - 1; publish_hidden()
 		:: else
@@ -496,7 +502,7 @@ inline find_work()
 
 inline push_local()
 {
-	queue_push_one()
+	ao_inbox_push()
 }
 #endif
 
@@ -651,6 +657,18 @@ idle_loop:
 		fi
 	fi;
 #endif
+#if DRIVER
+	/* park() with a driver: it may decline to sleep (something due):
+	 * nsleeping--, ao_ec_cancel(), PARK_CALLED_OFF */
+	if
+	:: r == 0 ->
+		if
+		:: skip
+		:: nsleeping--; r = CALLED_OFF
+		fi
+	:: else
+	fi;
+#endif
 	if
 	:: r == 0 ->
 		/* park_finish(): ao_ec_wait(key) */
@@ -667,8 +685,8 @@ end_sleep:
 			(inq[me] == 0)
 		od;
 		nsleeping--;
-		start_searching();		/* park(): PARK_SLEPT */
-		r = SLEPT
+		r = SLEPT;
+		start_searching()		/* worker_idle(): PARK_SLEPT */
 	:: else
 	fi;
 	key = 0;
@@ -717,8 +735,8 @@ active [NPROD] proctype producer()
 	do
 	:: i < ITEMS ->
 		/* submit() from outside: accept_external() (not modelled),
-		 * queue_push_one(), exec_notify() on an empty inbox */
-		queue_push_one();
+		 * ao_inbox_push(), exec_notify() on an empty inbox */
+		ao_inbox_push();
 		submit_notify();
 		i++
 	:: else -> break
