@@ -131,8 +131,10 @@ int child_spawn(struct child *c, char *const argv[], const struct child_opts *o)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != self)
 			_exit(127); /* the parent died already */
-		if (nul >= 0)
+		if (nul > STDIN_FILENO) {
 			dup2(nul, STDIN_FILENO);
+			close(nul);
+		}
 		dup2(p[1], STDOUT_FILENO);
 		if (c->err >= 0)
 			dup2(c->err, STDERR_FILENO);
@@ -307,6 +309,8 @@ int child_wait(struct child *c, double timeout_s)
 {
 	double end = child_now_s() + timeout_s;
 
+	if (c->pid <= 0)
+		return 0; /* never started */
 	while (!c->reaped) {
 		pid_t r = wait4(c->pid, &c->status, WNOHANG, &c->ru);
 
