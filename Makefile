@@ -234,6 +234,8 @@ test-helpers	:= $(out)tests/helpers.o
 $(test-bins): prog-libs = -lcmocka
 $(test-bins): $(out)tests/%: $(out)tests/%.o $(test-helpers) $(lib-a)
 	$(call cmd,ld_prog)
+# test_tools runs the tools as the benchmarks do.
+$(out)tests/test_tools: $(out)tools/bench/child.o
 
 PHONY += tests check check-run installcheck
 tests: $(test-bins)
@@ -274,18 +276,18 @@ mancheck: $(lib-so)
 # ---------------------------------------------------------------------------
 # Benchmarks and tools.
 #  - tools/bench/<name>.c is one benchmark, linked with the shared helpers
-#    (bench.c) and the baselines the benchmarks compare against
-#    (tools/bench/baseline/*.c);
+#    (bench.c, and child.c: tools run as child processes) and the
+#    baselines the benchmarks compare against (tools/bench/baseline/*.c);
 #  - tools/bench/baseline/<name>_server.c is a stand-alone baseline program;
 #  - tools/<name>/ (echo, load, ...) builds the program ao-<name> from all of
 #    its .c files.
 
-bench-srcs	:= $(filter-out tools/bench/bench.c, \
+bench-srcs	:= $(filter-out tools/bench/bench.c tools/bench/child.c, \
 		   $(sort $(wildcard tools/bench/*.c)))
 bench-bins	:= $(patsubst %.c,$(out)%,$(bench-srcs))
 baseline-progs	:= $(patsubst %.c,$(out)%, \
 		   $(wildcard tools/bench/baseline/*_server.c))
-bench-common	:= $(out)tools/bench/bench.o \
+bench-common	:= $(out)tools/bench/bench.o $(out)tools/bench/child.o \
 		   $(patsubst %.c,$(out)%.o,$(filter-out %_server.c, \
 		   $(wildcard tools/bench/baseline/*.c)))
 

@@ -16,203 +16,78 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "helpers.h"
+#include "../tools/bench/child.h"
 
 #define CHILD_ALARM_S 120 /* no tool runs longer than this */
-#define OUT_MAX (256 * 1024)
 
 static char echo_path[4096], load_path[4096];
 static bool have_tools;
 static int uring_usable = -1; /* -1: not yet known */
 
-/* ---- child processes ---- */
+/* ---- child processes (tools/bench/child.c) ---- */
 
-struct proc {
-	pid_t pid;
-	int out, err; /* pipes from its stdout and stderr, or -1 */
-	char obuf[OUT_MAX], ebuf[OUT_MAX];
-	size_t olen, elen;
-	size_t oline; /* start of the next unread stdout line */
-	int status; /* from waitpid, once reaped */
-	bool reaped;
-};
-
-static void set_cloexec(int fd)
+/* Start path with args (NULL-terminated; argv[0] is set here), its
+ * stdout and stderr kept; the child that struct held is let go first. */
+static void proc_start(struct child *p, const char *path, const char **args)
 {
-	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	struct child_args a = { .n = 0 };
+	struct child_opts o = { .keep_stderr = true, .alarm_s = CHILD_ALARM_S };
+
+	if (p->pid > 0)
+		child_close(p);
+	child_arg(&a, "%s", path);
+	for (; args && *args; args++)
+		child_arg(&a, "%s", *args);
+	assert_int_equal(child_spawn(p, a.v, &o), 0);
 }
 
-/* Start path with argv (argv[0] is set here); stdout and stderr are
- * captured (stderr also kept for the messages the tests check). */
-static void proc_start(struct proc *p, const char *path, const char **args)
+/* The next line of its stdout, waiting up to ms; NULL at its end or on
+ * timeout.  Valid until the next call. */
+static const char *proc_line(struct child *p, int ms)
 {
-	char *argv[64];
-	int o[2], e[2], n = 0;
-
-	/* Writable copies, as execv() wants, made before the fork. */
-	argv[n++] = strdup(path);
-	for (; args && *args; args++) {
-		assert_true(n < 63);
-		argv[n++] = strdup(*args);
-	}
-	argv[n] = NULL;
-	memset(p, 0, sizeof(*p));
-	assert_int_equal(pipe(o), 0);
-	assert_int_equal(pipe(e), 0);
-	p->pid = fork();
-	assert_true(p->pid >= 0);
-	if (p->pid == 0) {
-		/* Die with the runner, and never outlive a hung test. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		alarm(CHILD_ALARM_S);
-		dup2(o[1], 1);
-		dup2(e[1], 2);
-		close(o[0]);
-		close(o[1]);
-		close(e[0]);
-		close(e[1]);
-		execv(path, argv);
-		_exit(127);
-	}
-	for (int i = 0; i < n; i++)
-		free(argv[i]);
-	close(o[1]);
-	close(e[1]);
-	p->out = o[0];
-	p->err = e[0];
-	set_cloexec(p->out);
-	set_cloexec(p->err);
+	return child_line(p, child_now_s() + ms / 1e3) == 1 ? p->line : NULL;
 }
 
-/* Read what is there (or wait up to ms for something); false once both
- * pipes are at EOF. */
-static bool proc_pump(struct proc *p, int ms)
+/* Read its stdout to the end and reap it (the alarm bounds it); its exit
+ * status, 128 + signal if it was killed. */
+static int proc_wait(struct child *p)
 {
-	struct pollfd pfd[2] = { { .fd = p->out, .events = POLLIN },
-				 { .fd = p->err, .events = POLLIN } };
-	int r;
-
-	if (p->out < 0 && p->err < 0)
-		return false;
-	r = poll(pfd, 2, ms);
-	if (r < 0 && errno != EINTR)
-		fail_msg("poll: %s", strerror(errno));
-	for (int i = 0; r > 0 && i < 2; i++) {
-		int *fd = i ? &p->err : &p->out;
-		char *buf = i ? p->ebuf : p->obuf;
-		size_t *len = i ? &p->elen : &p->olen;
-		ssize_t n;
-
-		if (*fd < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-			continue;
-		if (*len + 1 >= OUT_MAX) {
-			/* Full: keep the first part, drop the rest. */
-			char scratch[4096];
-
-			n = read(*fd, scratch, sizeof(scratch));
-		} else {
-			n = read(*fd, buf + *len, OUT_MAX - 1 - *len);
-			if (n > 0) {
-				*len += (size_t)n;
-				buf[*len] = '\0';
-			}
-		}
-		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
-			close(*fd);
-			*fd = -1;
-		}
-	}
-	return p->out >= 0 || p->err >= 0;
-}
-
-/* The next complete stdout line (without its newline), waiting up to ms;
- * NULL on EOF or timeout.  Valid until the next call. */
-static const char *proc_line(struct proc *p, int ms)
-{
-	static char line[OUT_MAX];
-	uint64_t end = t_now_ns() + (uint64_t)ms * 1000000ull;
-
-	for (;;) {
-		char *nl = memchr(p->obuf + p->oline, '\n', p->olen - p->oline);
-
-		if (nl) {
-			size_t n = (size_t)(nl - (p->obuf + p->oline));
-
-			memcpy(line, p->obuf + p->oline, n);
-			line[n] = '\0';
-			p->oline += n + 1;
-			return line;
-		}
-		if (p->out < 0 || t_now_ns() >= end)
-			return NULL;
-		proc_pump(p, 50);
-	}
-}
-
-/* Read everything until both pipes close, then reap; the exit status
- * (128 + signal if it was killed). */
-static int proc_wait(struct proc *p)
-{
-	while (proc_pump(p, 1000))
-		;
-	if (!p->reaped) {
-		while (waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
-			;
-		p->reaped = true;
-	}
-	if (WIFEXITED(p->status))
-		return WEXITSTATUS(p->status);
-	return 128 + (WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0);
+	return child_finish(p, CHILD_ALARM_S + 10);
 }
 
 /* Run to completion; its exit status. */
-static int run(struct proc *p, const char *path, const char **args)
+static int run(struct child *p, const char *path, const char **args)
 {
 	proc_start(p, path, args);
 	return proc_wait(p);
 }
 
-static void proc_kill(struct proc *p)
+/* The last "type":"final" line of a server that has exited ("" if none). */
+static const char *final_line(struct child *p)
 {
-	if (!p->reaped && p->pid > 0) {
-		kill(p->pid, SIGKILL);
-		proc_wait(p);
-	}
+	static char final[CHILD_LINE_MAX];
+
+	child_last_json(p, child_now_s(), "\"type\":\"final\"", final,
+			sizeof(final));
+	return final;
 }
 
 /* ---- JSON, just enough: the number after "key": in one object ---- */
-
-static bool json_num(const char *json, const char *key, double *v)
-{
-	char pat[64];
-	const char *s;
-	char *end;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	s = strstr(json, pat);
-	if (!s)
-		return false;
-	*v = strtod(s + strlen(pat), &end);
-	return end != s + strlen(pat);
-}
 
 static double jnum(const char *json, const char *key)
 {
 	double v = -1;
 
-	if (!json_num(json, key, &v))
+	if (!json_get(json, key, &v))
 		fail_msg("no number \"%s\" in %s", key, json);
 	return v;
 }
@@ -235,11 +110,11 @@ static void need_tools(void)
 
 /* Start ao-echo with args (plus --port=0 -q) and read its port; 0 if it
  * exited first (p is then reaped). */
-static uint16_t echo_start(struct proc *p, const char **args)
+static uint16_t echo_start(struct child *p, const char **args)
 {
 	const char *argv[48];
-	const char *l;
-	int n = 0;
+	unsigned int port = 0;
+	int n = 0, r;
 
 	argv[n++] = "--port=0";
 	argv[n++] = "--quiet";
@@ -247,23 +122,23 @@ static uint16_t echo_start(struct proc *p, const char **args)
 		argv[n++] = *args;
 	argv[n] = NULL;
 	proc_start(p, echo_path, argv);
-	l = proc_line(p, 30000);
-	if (!l) {
+	r = child_port(p, child_now_s() + 30, &port);
+	if (r == -EPROTO) {
+		child_kill(p);
+		fail_msg("ao-echo's first line is '%s', not port=N", p->line);
+	}
+	if (r) {
 		proc_wait(p);
 		return 0;
 	}
-	if (strncmp(l, "port=", 5)) {
-		proc_kill(p);
-		fail_msg("ao-echo's first line is '%s', not port=N", l);
-	}
-	return (uint16_t)atoi(l + 5);
+	return (uint16_t)port;
 }
 
 /* Is the io_uring backend usable here?  (ao-echo says so by starting.) */
 static bool uring_ok(void)
 {
 	if (uring_usable < 0) {
-		static struct proc p;
+		static struct child p;
 		const char *args[] = { "--backend=uring", NULL };
 
 		if (echo_start(&p, args)) {
@@ -287,33 +162,33 @@ struct bad_case {
 static void expect_usage_error(const char *path, const char **args,
 			       const char *names)
 {
-	static struct proc p;
+	static struct child p;
 	int rc = run(&p, path, args);
 
-	if (rc != 2 || !strstr(p.ebuf, names))
+	if (rc != 2 || !strstr(child_stderr(&p), names))
 		fail_msg("%s %s: exit %d, stderr '%s' (want 2 and '%s')", path,
-			 args[0], rc, p.ebuf, names);
-	assert_int_equal(p.olen, 0); /* nothing on stdout */
+			 args[0], rc, child_stderr(&p), names);
+	assert_int_equal(p.len, 0); /* nothing on stdout */
 }
 
 static void test_echo_help_version(void **state)
 {
-	static struct proc p;
+	static struct child p;
 	const char *help[] = { "--help", NULL }, *h[] = { "-h", NULL };
 	const char *ver[] = { "--version", NULL }, *v[] = { "-V", NULL };
 
 	(void)state;
 	need_tools();
 	assert_int_equal(run(&p, echo_path, help), 0);
-	assert_non_null(strstr(p.obuf, "Usage: ao-echo"));
-	assert_non_null(strstr(p.obuf, "--mode=M"));
-	assert_non_null(strstr(p.obuf, "Exit status"));
+	assert_non_null(strstr(child_out(&p), "Usage: ao-echo"));
+	assert_non_null(strstr(child_out(&p), "--mode=M"));
+	assert_non_null(strstr(child_out(&p), "Exit status"));
 	assert_int_equal(run(&p, echo_path, h), 0);
-	assert_non_null(strstr(p.obuf, "Usage: ao-echo"));
+	assert_non_null(strstr(child_out(&p), "Usage: ao-echo"));
 	assert_int_equal(run(&p, echo_path, ver), 0);
-	assert_true(!strncmp(p.obuf, "ao-echo ", 8));
+	assert_true(!strncmp(child_out(&p), "ao-echo ", 8));
 	assert_int_equal(run(&p, echo_path, v), 0);
-	assert_true(!strncmp(p.obuf, "ao-echo ", 8));
+	assert_true(!strncmp(child_out(&p), "ao-echo ", 8));
 }
 
 static void test_echo_bad_options(void **state)
@@ -358,16 +233,16 @@ static void test_echo_bad_options(void **state)
 
 static void test_load_help_version(void **state)
 {
-	static struct proc p;
+	static struct child p;
 	const char *help[] = { "--help", NULL };
 	const char *ver[] = { "--version", NULL };
 
 	(void)state;
 	need_tools();
 	assert_int_equal(run(&p, load_path, help), 0);
-	assert_non_null(strstr(p.obuf, "Usage: ao-load"));
+	assert_non_null(strstr(child_out(&p), "Usage: ao-load"));
 	assert_int_equal(run(&p, load_path, ver), 0);
-	assert_true(!strncmp(p.obuf, "ao-load ", 8));
+	assert_true(!strncmp(child_out(&p), "ao-load ", 8));
 }
 
 static void test_load_bad_options(void **state)
@@ -400,7 +275,7 @@ static void test_load_bad_options(void **state)
  * listens on is exit 3 for ao-load. */
 static void test_runtime_errors(void **state)
 {
-	static struct proc srv, p;
+	static struct child srv, p;
 	char port_arg[32];
 	uint16_t port;
 
@@ -414,8 +289,8 @@ static void test_runtime_errors(void **state)
 		const char *args[] = { port_arg, "--quiet", NULL };
 
 		assert_int_equal(run(&p, echo_path, args), 1);
-		assert_non_null(strstr(p.ebuf, "cannot listen"));
-		assert_null(strstr(p.obuf, "port="));
+		assert_non_null(strstr(child_stderr(&p), "cannot listen"));
+		assert_null(strstr(child_out(&p), "port="));
 	}
 	kill(srv.pid, SIGTERM);
 	assert_int_equal(proc_wait(&srv), 0);
@@ -445,9 +320,9 @@ static void test_runtime_errors(void **state)
 
 		int rc = run(&p, load_path, args);
 
-		if (rc != 3 || !strstr(p.ebuf, "cannot connect"))
+		if (rc != 3 || !strstr(child_stderr(&p), "cannot connect"))
 			fail_msg("ao-load to a closed port: exit %d, '%s'", rc,
-				 p.ebuf);
+				 child_stderr(&p));
 		close(fd);
 	}
 	t_watchdog_disarm();
@@ -457,7 +332,7 @@ static void test_runtime_errors(void **state)
  * stops the server like SIGTERM. */
 static void test_echo_signals(void **state)
 {
-	static struct proc srv;
+	static struct child srv;
 	const char *json[] = { "--json", NULL };
 	const char *l;
 
@@ -472,11 +347,11 @@ static void test_echo_signals(void **state)
 	assert_non_null(strstr(l, "pool"));
 	kill(srv.pid, SIGINT);
 	assert_int_equal(proc_wait(&srv), 0);
-	assert_non_null(strstr(srv.obuf, "final statistics"));
-	assert_non_null(strstr(srv.obuf, "buffer pool"));
-	assert_non_null(strstr(srv.obuf, "pool locks"));
-	assert_non_null(strstr(srv.obuf, "executor"));
-	assert_non_null(strstr(srv.obuf, "stop          ok"));
+	assert_non_null(strstr(child_out(&srv), "final statistics"));
+	assert_non_null(strstr(child_out(&srv), "buffer pool"));
+	assert_non_null(strstr(child_out(&srv), "pool locks"));
+	assert_non_null(strstr(child_out(&srv), "executor"));
+	assert_non_null(strstr(child_out(&srv), "stop          ok"));
 
 	assert_true(echo_start(&srv, json) != 0);
 	kill(srv.pid, SIGUSR1);
@@ -527,14 +402,14 @@ static struct combo combos[] = {
 static void test_load_echo(void **state)
 {
 	const struct combo *k = *state;
-	static struct proc srv, load;
+	static struct child srv, load;
 	char f_arg[32], b_arg[32], m_arg[32], port_arg[32];
 	const char *srv_args[] = {
 		f_arg, b_arg, m_arg, "--json", k->extra, NULL
 	};
 	const char *dur = t_scale() < 1 ? "--duration=1s" : "--duration=2s";
 	double requests, line;
-	const char *l, *final = NULL;
+	const char *l, *final;
 	uint16_t port;
 	int rc;
 
@@ -548,7 +423,7 @@ static void test_load_echo(void **state)
 	port = echo_start(&srv, srv_args);
 	if (!port)
 		fail_msg("ao-echo %s %s %s did not start: %s", f_arg, b_arg,
-			 m_arg, srv.ebuf);
+			 m_arg, child_stderr(&srv));
 	snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
 	{
 		/* Pipelined, several connections, a size that is no
@@ -562,11 +437,12 @@ static void test_load_echo(void **state)
 		rc = run(&load, load_path, args);
 	}
 	if (rc != 0)
-		fail_msg("ao-load exit %d: %s %s", rc, load.obuf, load.ebuf);
-	requests = jnum(load.obuf, "requests");
+		fail_msg("ao-load exit %d: %s %s", rc, child_out(&load),
+			 child_stderr(&load));
+	requests = jnum(child_out(&load), "requests");
 	assert_true(requests > 0);
-	assert_int_equal(jnum(load.obuf, "mismatches"), 0);
-	assert_int_equal(jnum(load.obuf, "errors"), 0);
+	assert_int_equal(jnum(child_out(&load), "mismatches"), 0);
+	assert_int_equal(jnum(child_out(&load), "errors"), 0);
 
 	/* A statistics line on request, while it runs. */
 	kill(srv.pid, SIGUSR1);
@@ -578,11 +454,10 @@ static void test_load_echo(void **state)
 
 	kill(srv.pid, SIGTERM);
 	rc = proc_wait(&srv);
-	while ((l = proc_line(&srv, 0)))
-		if (json_str_is(l, "type", "final"))
-			final = l;
-	if (rc != 0 || !final)
-		fail_msg("ao-echo exit %d: %s %s", rc, srv.obuf, srv.ebuf);
+	final = final_line(&srv);
+	if (rc != 0 || !*final)
+		fail_msg("ao-echo exit %d: %s %s", rc, child_out(&srv),
+			 child_stderr(&srv));
 	assert_true(json_str_is(final, "status", "ok"));
 	assert_true(json_str_is(final, "mode", k->mode));
 	assert_true(json_str_is(final, "backend",
@@ -616,7 +491,7 @@ static void test_load_echo(void **state)
  * requests answered and checked. */
 static void load_at(const char *addr, uint16_t port, const char *engine)
 {
-	static struct proc load;
+	static struct child load;
 	char a_arg[64], p_arg[32], e_arg[32];
 	const char *args[] = {
 		a_arg,	  p_arg, e_arg, "--connections=4", "--requests=2000",
@@ -630,26 +505,25 @@ static void load_at(const char *addr, uint16_t port, const char *engine)
 	rc = run(&load, load_path, args);
 	if (rc != 0)
 		fail_msg("ao-load %s %s: exit %d: %s %s", a_arg, e_arg, rc,
-			 load.obuf, load.ebuf);
-	assert_true(json_str_is(load.obuf, "addr", addr));
-	assert_int_equal(jnum(load.obuf, "requests"), 2000);
-	assert_int_equal(jnum(load.obuf, "errors"), 0);
-	assert_int_equal(jnum(load.obuf, "mismatches"), 0);
+			 child_out(&load), child_stderr(&load));
+	assert_true(json_str_is(child_out(&load), "addr", addr));
+	assert_int_equal(jnum(child_out(&load), "requests"), 2000);
+	assert_int_equal(jnum(child_out(&load), "errors"), 0);
+	assert_int_equal(jnum(child_out(&load), "mismatches"), 0);
 }
 
 /* Stop ao-echo; its final report must be clean with conns accepted. */
-static void echo_stop_clean(struct proc *srv, double conns)
+static void echo_stop_clean(struct child *srv, double conns)
 {
-	const char *l, *final = NULL;
+	const char *final;
 	int rc;
 
 	kill(srv->pid, SIGTERM);
 	rc = proc_wait(srv);
-	while ((l = proc_line(srv, 0)))
-		if (json_str_is(l, "type", "final"))
-			final = l;
-	if (rc != 0 || !final)
-		fail_msg("ao-echo exit %d: %s %s", rc, srv->obuf, srv->ebuf);
+	final = final_line(srv);
+	if (rc != 0 || !*final)
+		fail_msg("ao-echo exit %d: %s %s", rc, child_out(srv),
+			 child_stderr(srv));
 	assert_true(json_str_is(final, "status", "ok"));
 	assert_int_equal(jnum(final, "pool_in_use"), 0);
 	assert_true(jnum(final, "accepted") == conns);
@@ -659,7 +533,7 @@ static void echo_stop_clean(struct proc *srv, double conns)
  * engine; 127.0.0.1 is refused there. */
 static void test_ipv6_loopback(void **state)
 {
-	static struct proc srv, p;
+	static struct child srv, p;
 	const char *bare[] = { "--address=::1", "--json", NULL };
 	const char *brackets[] = { "--address=[::1]", "--json", NULL };
 	char port_arg[32];
@@ -672,7 +546,8 @@ static void test_ipv6_loopback(void **state)
 	t_watchdog_arm(90, "tools: IPv6");
 	port = echo_start(&srv, bare);
 	if (!port)
-		fail_msg("ao-echo -a ::1 did not start: %s", srv.ebuf);
+		fail_msg("ao-echo -a ::1 did not start: %s",
+			 child_stderr(&srv));
 	load_at("[::1]", port, "epoll");
 	load_at("::1", port, uring_ok() ? "uring" : "epoll");
 	snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
@@ -685,7 +560,8 @@ static void test_ipv6_loopback(void **state)
 	echo_stop_clean(&srv, 8);
 	port = echo_start(&srv, brackets);
 	if (!port)
-		fail_msg("ao-echo -a [::1] did not start: %s", srv.ebuf);
+		fail_msg("ao-echo -a [::1] did not start: %s",
+			 child_stderr(&srv));
 	load_at("::1", port, "epoll");
 	echo_stop_clean(&srv, 4);
 	t_watchdog_disarm();
@@ -694,7 +570,7 @@ static void test_ipv6_loopback(void **state)
 /* ao-echo -a :: serves IPv4 and IPv6 clients on one port. */
 static void test_dual_stack(void **state)
 {
-	static struct proc srv;
+	static struct child srv;
 	const char *args[] = { "--address=::", "--json", NULL };
 	uint16_t port;
 
@@ -705,7 +581,7 @@ static void test_dual_stack(void **state)
 	t_watchdog_arm(90, "tools: dual stack");
 	port = echo_start(&srv, args);
 	if (!port)
-		fail_msg("ao-echo -a :: did not start: %s", srv.ebuf);
+		fail_msg("ao-echo -a :: did not start: %s", child_stderr(&srv));
 	load_at("127.0.0.1", port, "epoll");
 	load_at("[::1]", port, "epoll");
 	echo_stop_clean(&srv, 8);

@@ -45,21 +45,16 @@
  *	flock /tmp/bench.lock build/tools/bench/arenabench
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "bench.h"
+#include "child.h"
 
 #define MAX_LIST 8
 #define MAX_RUNS 15
@@ -90,7 +85,6 @@ static const char *arena_extra[8]; /* --arena-arg= */
 static int narena_extra;
 static cpu_set_t srv_cpus, bots_cpus;
 static long clk_tck;
-static volatile pid_t live[2];
 
 static const char extra_usage[] =
 	"  --players=LIST      player counts (default 200,1000,2000,5000)\n"
@@ -191,78 +185,21 @@ static bool parse_extra(const char *a)
 	return true;
 }
 
-static void default_paths(const char *argv0)
+static void default_paths(void)
 {
-	char self[PATH_MAX], *slash;
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n <= 0)
-		snprintf(self, sizeof(self), "%s", argv0);
-	else
-		self[n] = '\0';
-	slash = strrchr(self, '/');
-	if (slash)
-		*slash = '\0';
-	if (!arena_path[0])
-		snprintf(arena_path, sizeof(arena_path),
-			 "%.4000s/../arena/ao-arena", self);
-	if (!bots_path[0])
-		snprintf(bots_path, sizeof(bots_path),
-			 "%.4000s/../bots/ao-bots", self);
+	bench_default_path(arena_path, sizeof(arena_path), "../arena/ao-arena");
+	bench_default_path(bots_path, sizeof(bots_path), "../bots/ao-bots");
 }
 
 /* The server on the first usable CPU, the bots on the others. */
 static void plan_cpus(void)
 {
-	cpu_set_t all;
-	int first = -1;
-
-	CPU_ZERO(&srv_cpus);
-	CPU_ZERO(&bots_cpus);
-	if (sched_getaffinity(0, sizeof(all), &all) || CPU_COUNT(&all) < 2) {
+	if (!bench_split_cpus(&srv_cpus, &bots_cpus)) {
 		no_pin = true;
 		return;
 	}
-	for (int c = 0; c < CPU_SETSIZE; c++) {
-		if (!CPU_ISSET(c, &all))
-			continue;
-		if (first < 0) {
-			first = c;
-			CPU_SET(c, &srv_cpus);
-		} else {
-			CPU_SET(c, &bots_cpus);
-		}
-	}
 	if (!bots_threads)
 		bots_threads = (unsigned int)CPU_COUNT(&bots_cpus);
-}
-
-/* ------------------------------------------------------------------ */
-/* Children */
-
-struct child {
-	pid_t pid;
-	int slot;
-	int out; /* its stdout */
-	char buf[65536];
-	size_t len;
-	char line[65536];
-	bool reaped;
-	int status;
-};
-
-static void on_fatal(int sig)
-{
-	for (int i = 0; i < 2; i++)
-		if (live[i] > 0)
-			kill(live[i], SIGKILL);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static double now_s(void)
-{
-	return (double)bench_now_ns() / 1e9;
 }
 
 static void nap(double s)
@@ -274,178 +211,9 @@ static void nap(double s)
 		;
 }
 
-/* Start argv with its stdout on a pipe, stderr inherited, pinned. */
-static int child_start(struct child *c, int slot, char **argv,
-		       const cpu_set_t *cpus)
-{
-	sigset_t all, old;
-	pid_t self = getpid();
-	int p[2];
-
-	memset(c, 0, sizeof(*c));
-	c->slot = slot;
-	if (pipe2(p, O_CLOEXEC))
-		return -errno;
-	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, &old);
-	c->pid = fork();
-	if (c->pid == 0) {
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGHUP, SIG_DFL);
-		signal(SIGPIPE, SIG_DFL);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != self)
-			_exit(127);
-		dup2(p[1], STDOUT_FILENO);
-		if (cpus && sched_setaffinity(0, sizeof(*cpus), cpus))
-			_exit(126);
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		execv(argv[0], argv);
-		fprintf(stderr, "arenabench: cannot run %s: %s\n", argv[0],
-			strerror(errno));
-		_exit(127);
-	}
-	if (c->pid > 0)
-		live[slot] = c->pid;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	close(p[1]);
-	if (c->pid < 0) {
-		close(p[0]);
-		return -errno;
-	}
-	c->out = p[0];
-	return 0;
-}
-
-/* The next stdout line into c->line: 1, 0 at EOF, -1 on timeout. */
-static int child_line(struct child *c, double end)
-{
-	for (;;) {
-		char *nl = memchr(c->buf, '\n', c->len);
-		struct pollfd pfd = { .fd = c->out, .events = POLLIN };
-		ssize_t k;
-
-		if (nl) {
-			size_t n = (size_t)(nl - c->buf);
-
-			memcpy(c->line, c->buf, n);
-			c->line[n] = '\0';
-			memmove(c->buf, nl + 1, c->len - n - 1);
-			c->len -= n + 1;
-			return 1;
-		}
-		if (c->out < 0)
-			return 0;
-		if (now_s() > end)
-			return -1;
-		if (poll(&pfd, 1, 100) <= 0)
-			continue;
-		k = read(c->out, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			close(c->out);
-			c->out = -1;
-			if (c->len) {
-				c->buf[c->len++] = '\n';
-				continue;
-			}
-			return 0;
-		}
-		c->len += (size_t)k;
-	}
-}
-
-/* Reap within timeout (SIGKILL after it): its exit status, or -1. */
-static int child_end(struct child *c, double timeout)
-{
-	double end = now_s() + timeout;
-
-	while (!c->reaped) {
-		pid_t r = waitpid(c->pid, &c->status, WNOHANG);
-
-		if (r == c->pid || (r < 0 && errno != EINTR)) {
-			c->reaped = true;
-			break;
-		}
-		if (now_s() > end) {
-			kill(c->pid, SIGKILL);
-			end = now_s() + 5;
-		}
-		nap(0.005);
-	}
-	live[c->slot] = 0;
-	if (c->out >= 0)
-		close(c->out);
-	c->out = -1;
-	return WIFEXITED(c->status) ? WEXITSTATUS(c->status) : -1;
-}
-
-/* user + system clock ticks of a process (all its threads), the user
- * part in *user; -1 if gone. */
-static long long proc_ticks(pid_t pid, long long *user)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long ut, st;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1,
-			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu "
-			 "%llu",
-			 &ut, &st) != 2)
-		return -1;
-	*user = (long long)ut;
-	return (long long)(ut + st);
-}
-
-/* Busy clock ticks of every CPU (all but idle and iowait; steal counts:
- * the hypervisor took the CPU); -1 if unknown. */
-static long long cpus_busy_ticks(void)
-{
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "r");
-	int n;
-
-	if (!f)
-		return -1;
-	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
-	fclose(f);
-	if (n < 8)
-		return -1;
-	return (long long)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
-}
-
-static bool json_get(const char *json, const char *key, double *v)
-{
-	char pat[96];
-	const char *s;
-	char *end;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	s = strstr(json, pat);
-	if (!s)
-		return false;
-	*v = strtod(s + strlen(pat), &end);
-	return end != s + strlen(pat);
-}
-
 static double jval(const char *json, const char *key)
 {
-	double v = -1;
-
-	json_get(json, key, &v);
-	return v;
+	return json_or(json, key, -1);
 }
 
 /* ------------------------------------------------------------------ */
@@ -472,48 +240,25 @@ static struct result rounds[MAX_LIST][NVAR][MAX_RUNS];
 static struct result stall_result;
 static int broken;
 
-struct argv {
-	char *v[40];
-	int n;
-	char store[4096];
-	size_t used;
-};
-
-static __attribute__((format(printf, 2, 3))) void add(struct argv *a,
-						      const char *fmt, ...)
-{
-	va_list ap;
-	int k;
-
-	va_start(ap, fmt);
-	k = vsnprintf(a->store + a->used, sizeof(a->store) - a->used, fmt, ap);
-	va_end(ap);
-	a->v[a->n++] = a->store + a->used;
-	a->v[a->n] = NULL;
-	a->used += (size_t)k + 1;
-}
-
 /* The arena's statistics line after a signal (SIGUSR1 or SIGUSR2). */
 static bool arena_line(struct child *a, int sig, char *out, size_t n)
 {
 	kill(a->pid, sig);
-	while (child_line(a, now_s() + 10) == 1) {
-		if (strstr(a->line, "\"type\":\"stats\"")) {
-			snprintf(out, n, "%s", a->line);
-			return true;
-		}
-	}
-	return false;
+	if (child_next_json(a, child_now_s() + 10, "\"type\":\"stats\"") != 1)
+		return false;
+	snprintf(out, n, "%s", a->line);
+	return true;
 }
 
 static void run_cell(struct result *r, unsigned int n, enum variant v,
 		     unsigned int stalled, double seconds)
 {
 	struct child a, b;
-	struct argv aa = { .n = 0 }, ba = { .n = 0 };
-	static char start_line[65536], end_line[65536], bots_json[65536];
+	struct child_args aa = { .n = 0 }, ba = { .n = 0 };
+	static char start_line[CHILD_LINE_MAX], end_line[CHILD_LINE_MAX],
+		bots_json[CHILD_LINE_MAX];
 	double ramp = n / 2000.0 < 1 ? 1 : n / 2000.0, t0, t_on;
-	long long ticks0, ticks1, user0 = 0, user1 = 0, u;
+	long long ticks0, ticks1, user0 = 0, user1 = 0;
 	long long busy0, busy1, bots0, bots1;
 	unsigned int port = 0;
 	int rc;
@@ -523,76 +268,74 @@ static void run_cell(struct result *r, unsigned int n, enum variant v,
 	r->stalled = stalled;
 	r->var = v;
 	r->load = bench_loadavg();
-	add(&aa, "%s", arena_path);
-	add(&aa, "--port=0");
-	add(&aa, "--json");
-	add(&aa, "--quiet");
-	add(&aa, "--tick-rate=%d", TICK_HZ);
-	add(&aa, "--room-size=%d", ROOM);
-	add(&aa, "--max-players=%u", n + stalled + 100);
-	add(&aa, "--rings=%d", v == V_RINGS2 ? 2 : 1);
+	child_arg(&aa, "%s", arena_path);
+	child_arg(&aa, "--port=0");
+	child_arg(&aa, "--json");
+	child_arg(&aa, "--quiet");
+	child_arg(&aa, "--tick-rate=%d", TICK_HZ);
+	child_arg(&aa, "--room-size=%d", ROOM);
+	child_arg(&aa, "--max-players=%u", n + stalled + 100);
+	child_arg(&aa, "--rings=%d", v == V_RINGS2 ? 2 : 1);
 	if (v == V_COPY)
-		add(&aa, "--copy-broadcast");
+		child_arg(&aa, "--copy-broadcast");
 	if (precise)
-		add(&aa, "--precise");
+		child_arg(&aa, "--precise");
 	for (int i = 0; i < narena_extra; i++)
-		add(&aa, "%s", arena_extra[i]);
-	if (child_start(&a, 0, aa.v, no_pin ? NULL : &srv_cpus)) {
+		child_arg(&aa, "%s", arena_extra[i]);
+	if (child_spawn(&a, aa.v,
+			&(struct child_opts){ .cpus = no_pin ? NULL :
+							       &srv_cpus })) {
 		snprintf(r->note, sizeof(r->note), "cannot start ao-arena");
 		broken = 1;
 		return;
 	}
-	if (child_line(&a, now_s() + 10) != 1 ||
-	    sscanf(a.line, "port=%u", &port) != 1) {
+	if (child_port(&a, child_now_s() + 10, &port)) {
 		snprintf(r->note, sizeof(r->note), "ao-arena gave no port");
-		child_end(&a, 0);
+		child_finish(&a, 0);
 		broken = 1;
 		return;
 	}
-	add(&ba, "%s", bots_path);
-	add(&ba, "--port=%u", port);
-	add(&ba, "--players=%u", n + stalled);
-	add(&ba, "--duration=%.3fs", seconds);
-	add(&ba, "--ramp=%.3fs", ramp);
-	add(&ba, "--warmup=%.3fs", WARMUP_S);
-	add(&ba, "--drain=%.3fs", DRAIN_S);
-	add(&ba, "--threads=%u", bots_threads ? bots_threads : 1);
-	add(&ba, "--engine=%s", bots_engine);
-	add(&ba, "--json");
-	add(&ba, "--quiet");
+	child_arg(&ba, "%s", bots_path);
+	child_arg(&ba, "--port=%u", port);
+	child_arg(&ba, "--players=%u", n + stalled);
+	child_arg(&ba, "--duration=%.3fs", seconds);
+	child_arg(&ba, "--ramp=%.3fs", ramp);
+	child_arg(&ba, "--warmup=%.3fs", WARMUP_S);
+	child_arg(&ba, "--drain=%.3fs", DRAIN_S);
+	child_arg(&ba, "--threads=%u", bots_threads ? bots_threads : 1);
+	child_arg(&ba, "--engine=%s", bots_engine);
+	child_arg(&ba, "--json");
+	child_arg(&ba, "--quiet");
 	if (stalled)
-		add(&ba, "--stall=%u", stalled);
-	t0 = now_s();
-	if (child_start(&b, 1, ba.v, no_pin ? NULL : &bots_cpus)) {
+		child_arg(&ba, "--stall=%u", stalled);
+	t0 = child_now_s();
+	if (child_spawn(&b, ba.v,
+			&(struct child_opts){ .cpus = no_pin ? NULL :
+							       &bots_cpus })) {
 		snprintf(r->note, sizeof(r->note), "cannot start ao-bots");
-		kill(a.pid, SIGKILL);
-		child_end(&a, 5);
+		child_close(&a);
 		broken = 1;
 		return;
 	}
 	/* The window: after the ramp and the warm-up, for seconds. */
 	t_on = t0 + ramp + WARMUP_S + 0.05;
-	nap(t_on - now_s());
-	ticks0 = proc_ticks(a.pid, &user0);
-	bots0 = proc_ticks(b.pid, &u);
-	busy0 = cpus_busy_ticks();
+	nap(t_on - child_now_s());
+	ticks0 = child_cpu_ticks(a.pid, &user0);
+	bots0 = child_cpu_ticks(b.pid, NULL);
+	busy0 = bench_busy_ticks(NULL);
 	if (!arena_line(&a, SIGUSR2, start_line, sizeof(start_line)))
 		start_line[0] = '\0';
-	nap(t_on + seconds - now_s());
-	ticks1 = proc_ticks(a.pid, &user1);
-	bots1 = proc_ticks(b.pid, &u);
-	busy1 = cpus_busy_ticks();
+	nap(t_on + seconds - child_now_s());
+	ticks1 = child_cpu_ticks(a.pid, &user1);
+	bots1 = child_cpu_ticks(b.pid, NULL);
+	busy1 = bench_busy_ticks(NULL);
 	if (!arena_line(&a, SIGUSR1, end_line, sizeof(end_line)))
 		end_line[0] = '\0';
-	bots_json[0] = '\0';
-	while (child_line(&b, t0 + ramp + WARMUP_S + seconds + SLACK_S) == 1)
-		if (b.line[0] == '{')
-			snprintf(bots_json, sizeof(bots_json), "%s", b.line);
-	rc = child_end(&b, 5);
+	child_last_json(&b, t0 + ramp + WARMUP_S + seconds + SLACK_S, NULL,
+			bots_json, sizeof(bots_json));
+	rc = child_finish(&b, 5);
 	kill(a.pid, SIGTERM);
-	while (child_line(&a, now_s() + 20) == 1)
-		;
-	child_end(&a, 5);
+	child_finish(&a, 25);
 	if (!bots_json[0] || !start_line[0] || !end_line[0] || ticks0 < 0 ||
 	    ticks1 < 0) {
 		snprintf(r->note, sizeof(r->note),
@@ -766,7 +509,7 @@ int main(int argc, char **argv)
 		if (stall_seconds > 10)
 			stall_seconds = 10;
 	}
-	default_paths(argv[0]);
+	default_paths();
 	if (access(arena_path, X_OK) || access(bots_path, X_OK)) {
 		fprintf(stderr,
 			"arenabench: needs %s and %s (make tools, or "
@@ -774,20 +517,10 @@ int main(int argc, char **argv)
 			arena_path, bots_path);
 		return 1;
 	}
-	clk_tck = sysconf(_SC_CLK_TCK);
+	clk_tck = bench_clk_tck();
 	plan_cpus();
-	signal(SIGINT, on_fatal);
-	signal(SIGTERM, on_fatal);
-	signal(SIGHUP, on_fatal);
-	signal(SIGPIPE, SIG_IGN);
-	{
-		struct rlimit rl;
-
-		if (!getrlimit(RLIMIT_NOFILE, &rl)) {
-			rl.rlim_cur = rl.rlim_max;
-			setrlimit(RLIMIT_NOFILE, &rl);
-		}
-	}
+	child_guard_signals();
+	bench_raise_nofile();
 	if (!opts.json)
 		printf("arenabench: rooms of %d at %d Hz, %.0f s a cell "
 		       "(+ ramp and %.0f s warm-up), load average %.2f, %s\n"

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /* Shared benchmark helpers (tools may use libc freely). */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include "bench.h"
@@ -124,32 +126,95 @@ double bench_loadavg(void)
 	return getloadavg(&l, 1) == 1 ? l : -1;
 }
 
-double bench_busy_cpu_s(void)
+long bench_clk_tck(void)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+
+	return hz > 0 ? hz : 100;
+}
+
+long long bench_busy_ticks(const cpu_set_t *only)
 {
 	unsigned long long v[8];
-	double sum = 0;
-	long hz = sysconf(_SC_CLK_TCK);
+	long long sum = 0;
 	char line[512];
 	FILE *f = fopen("/proc/stat", "r");
+	int cpu;
 
-	if (!f || hz <= 0) {
-		if (f)
-			fclose(f);
+	if (!f)
 		return -1;
-	}
 	while (fgets(line, sizeof(line), f)) {
-		/* The "cpu " line: every CPU together. */
-		if (strncmp(line, "cpu ", 4))
+		/* The "cpuN" lines, one per CPU. */
+		if (strncmp(line, "cpu", 3) || line[3] < '0' || line[3] > '9')
 			continue;
-		if (sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu",
+		if (sscanf(line + 3,
+			   "%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu,
 			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-			   &v[7]) == 8)
-			/* user nice system idle iowait irq softirq steal */
-			sum = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
-		break;
+			   &v[7]) != 9)
+			continue;
+		if (only && cpu < CPU_SETSIZE && !CPU_ISSET(cpu, only))
+			continue;
+		/* user nice system idle iowait irq softirq steal */
+		sum += (long long)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
 	}
 	fclose(f);
-	return sum / (double)hz;
+	return sum;
+}
+
+double bench_busy_cpu_s(void)
+{
+	long long t = bench_busy_ticks(NULL);
+
+	return t < 0 ? -1 : (double)t / (double)bench_clk_tck();
+}
+
+void bench_default_path(char *path, size_t n, const char *rel)
+{
+	char self[4096], *slash;
+	ssize_t k;
+
+	if (path[0])
+		return;
+	k = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (k <= 0)
+		k = snprintf(self, sizeof(self), ".");
+	self[k] = '\0';
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(path, n, "%s/%s", self, rel);
+}
+
+unsigned long long bench_raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return rl.rlim_cur;
+}
+
+bool bench_split_cpus(cpu_set_t *first, cpu_set_t *rest)
+{
+	cpu_set_t all;
+	bool one = false;
+
+	CPU_ZERO(first);
+	CPU_ZERO(rest);
+	if (sched_getaffinity(0, sizeof(all), &all) || CPU_COUNT(&all) < 2)
+		return false;
+	for (int c = 0; c < CPU_SETSIZE; c++) {
+		if (!CPU_ISSET(c, &all))
+			continue;
+		CPU_SET(c, one ? rest : first);
+		one = true;
+	}
+	return true;
 }
 
 int bench_pin(int cpu)
@@ -304,4 +369,66 @@ void bench_target(bool ok, const char *fmt, ...)
 	va_end(ap);
 	putchar('\n');
 	bench_misses += !ok;
+}
+
+void bench_begin(struct bench_run *r)
+{
+	r->t_start = bench_now_ns();
+	r->load0 = bench_loadavg();
+}
+
+void bench_goal(const struct bench_run *r, const char *name, bool pass,
+		double value, double limit, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (!r->json) {
+		if (name)
+			bench_target(pass, "%-*s %s", r->width, name, text);
+		else
+			bench_target(pass, "%s", text);
+		return;
+	}
+	bench_misses += !pass;
+	bench_json_begin(r->name);
+	bench_json_str("target", name ? name : text);
+	if (r->measured)
+		bench_json_int("measured", 1);
+	bench_json_int("pass", pass);
+	if (!isnan(value))
+		bench_json_num("value", value);
+	if (!isnan(limit))
+		bench_json_num("limit", limit);
+	bench_json_end();
+}
+
+void bench_end(const struct bench_run *r, const struct bench_count *counts,
+	       int n)
+{
+	double secs = (double)(bench_now_ns() - r->t_start) / 1e9;
+
+	if (r->json) {
+		bench_json_begin(r->name);
+		bench_json_int("targets_missed", bench_misses);
+		for (int i = 0; i < n; i++)
+			bench_json_int(counts[i].key, counts[i].n);
+		bench_json_num(r->seconds_key ? r->seconds_key : "seconds",
+			       secs);
+		bench_json_num("loadavg_start", r->load0);
+		bench_json_num("loadavg_end", bench_loadavg());
+		bench_json_end();
+		return;
+	}
+	printf("\n%d target%s missed", bench_misses,
+	       bench_misses == 1 ? "" : "s");
+	for (int i = 0; i < n; i++)
+		printf("; %lld %s", counts[i].n,
+		       counts[i].n == 1 ? counts[i].one : counts[i].many);
+	printf("%s%.1f s in all; load average %.2f at the start, %.2f at the "
+	       "end\n",
+	       n ? "\n" : "; ", secs, r->load0, bench_loadavg());
 }

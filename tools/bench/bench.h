@@ -6,6 +6,7 @@
 #ifndef AORTA_BENCH_H
 #define AORTA_BENCH_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,8 +38,21 @@ long bench_peak_rss_kib(void); /* VmHWM */
 long bench_rss_kib(void); /* VmRSS */
 double bench_loadavg(void); /* 1-minute load average, -1 if unknown */
 /* CPU seconds every CPU spent busy (steal included: the hypervisor took
- * the CPU), from /proc/stat, in clock ticks; -1 if unknown. */
+ * the CPU), from /proc/stat; -1 if unknown. */
 double bench_busy_cpu_s(void);
+/* The same in clock ticks, of the CPUs in only (NULL: every CPU); -1 if
+ * unknown. */
+long long bench_busy_ticks(const cpu_set_t *only);
+long bench_clk_tck(void); /* _SC_CLK_TCK, 100 if unknown */
+
+/* Unless path is set already, rel from the folder this program is in
+ * ("../echo/ao-echo"). */
+void bench_default_path(char *path, size_t n, const char *rel);
+/* Raise the soft RLIMIT_NOFILE to the hard one; the soft one after. */
+unsigned long long bench_raise_nofile(void);
+/* The first usable CPU into first, the others into rest; false (both
+ * empty) with fewer than two usable CPUs. */
+bool bench_split_cpus(cpu_set_t *first, cpu_set_t *rest);
 
 /* Pin the calling thread to cpu (mod the CPUs we may use); 0 or -errno. */
 int bench_pin(int cpu);
@@ -64,6 +78,49 @@ void bench_json_end(void);
 void bench_target(bool ok, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 extern int bench_misses;
+
+/*
+ * The targets and the closing summary, the same in every benchmark that
+ * takes them: bench_begin() first, bench_goal() per target, bench_end()
+ * last.
+ */
+struct bench_run {
+	const char *name; /* "execbench": the JSON objects' "bench" */
+	bool json; /* --json */
+	int width; /* the text's target names are padded to it */
+	bool measured; /* the targets' JSON says "measured":1 */
+	const char *seconds_key; /* the summary's run time ("seconds") */
+	uint64_t t_start; /* by bench_begin() */
+	double load0; /* the load average at the start */
+};
+
+/* Note the start: the time and the load average. */
+void bench_begin(struct bench_run *r);
+
+/*
+ * One target, counted in bench_misses when missed: in text "  [ok] NAME
+ * TEXT", NAME padded to r->width (no NAME: TEXT alone); with --json an
+ * object with the target's name (or TEXT), pass, and value and limit
+ * unless NaN.
+ */
+void bench_goal(const struct bench_run *r, const char *name, bool pass,
+		double value, double limit, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+/* What a benchmark counts besides the missed targets, for bench_end(). */
+struct bench_count {
+	const char *key; /* in the JSON summary */
+	long long n;
+	const char *one, *many; /* the text after n: "run failed" */
+};
+
+/*
+ * The summary: the targets missed, counts[0..n), the run's seconds and
+ * the load average at its start and end; in text one line (the time on
+ * a second one when there are counts), with --json one object.
+ */
+void bench_end(const struct bench_run *r, const struct bench_count *counts,
+	       int n);
 
 /* Spin for about ns nanoseconds of CPU without touching shared memory. */
 void bench_spin_ns(uint64_t ns);

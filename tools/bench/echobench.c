@@ -49,22 +49,19 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
+#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include "bench.h"
+#include "child.h"
 
 #define MAX_LIST 8
 #define MAX_RUNS 16
@@ -72,7 +69,6 @@
 #define PORT_TIMEOUT_S 10.0
 #define STOP_TIMEOUT_S 10.0
 #define LOAD_SLACK_S 25.0 /* connect 5 s + drain 5 s + start and margin */
-#define KILL_TIMEOUT_S 3.0
 
 /* ------------------------------------------------------------------------
  * Servers and options
@@ -111,12 +107,11 @@ static unsigned int nsizes = 2;
 static bool sizes_given;
 static unsigned int load_threads; /* 0: one per load CPU */
 static const char *load_engine = "epoll";
-static cpu_set_t srv_cpus, load_cpus;
+static cpu_set_t srv_cpus, load_cpus, our_cpus; /* our: both */
 static bool srv_cpus_given, load_cpus_given, no_pin, pinned;
 static int retries = 1;
 static double noise_max = 0.1;
 static long clk_tck;
-static pid_t self_pid;
 
 static const char extra_usage[] =
 	"  --servers=LIST       of baseline, uring-ring, uring-worker, "
@@ -285,33 +280,10 @@ static bool parse_extra(const char *a)
 /* The default paths, relative to this program's own folder. */
 static void default_paths(void)
 {
-	char exe[PATH_MAX], *slash;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0)
-		strcpy(exe, ".");
-	else
-		exe[n] = '\0';
-	slash = strrchr(exe, '/');
-	if (slash)
-		*slash = '\0';
-	if (!echo_path[0])
-		snprintf(echo_path, sizeof(echo_path), "%.*s/../echo/ao-echo",
-			 PATH_MAX - 20, exe);
-	if (!load_path[0])
-		snprintf(load_path, sizeof(load_path), "%.*s/../load/ao-load",
-			 PATH_MAX - 20, exe);
-	if (!base_path[0])
-		snprintf(base_path, sizeof(base_path),
-			 "%.*s/baseline/epoll_echo_server", PATH_MAX - 30, exe);
-}
-
-static int first_cpu(const cpu_set_t *s)
-{
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		if (CPU_ISSET(c, s))
-			return c;
-	return -1;
+	bench_default_path(echo_path, sizeof(echo_path), "../echo/ao-echo");
+	bench_default_path(load_path, sizeof(load_path), "../load/ao-load");
+	bench_default_path(base_path, sizeof(base_path),
+			   "baseline/epoll_echo_server");
 }
 
 static void cpus_str(const cpu_set_t *s, char *buf, size_t n)
@@ -344,12 +316,9 @@ static int plan_cpus(void)
 		if (!CPU_EQUAL(&tmp, &load_cpus))
 			return -EINVAL;
 	}
-	if (!srv_cpus_given && !load_cpus_given) {
-		if (CPU_COUNT(&allowed) < 2)
-			return 0; /* one CPU: nothing to separate */
-		CPU_ZERO(&srv_cpus);
-		CPU_SET(first_cpu(&allowed), &srv_cpus);
-	}
+	if (!srv_cpus_given && !load_cpus_given &&
+	    !bench_split_cpus(&srv_cpus, &load_cpus))
+		return 0; /* one CPU: nothing to separate */
 	if (!srv_cpus_given && load_cpus_given) {
 		CPU_XOR(&srv_cpus, &allowed, &load_cpus);
 		CPU_AND(&srv_cpus, &srv_cpus, &allowed);
@@ -362,372 +331,14 @@ static int plan_cpus(void)
 		if (!CPU_COUNT(&load_cpus))
 			load_cpus = allowed;
 	}
+	CPU_OR(&our_cpus, &srv_cpus, &load_cpus);
 	pinned = true;
 	return 0;
 }
 
 /* ------------------------------------------------------------------------
- * Children
+ * What is measured
  */
-
-/* The live children, killed by the signal handler. */
-static volatile pid_t live[2];
-
-static void on_fatal(int sig)
-{
-	for (int i = 0; i < 2; i++)
-		if (live[i] > 0)
-			kill(live[i], SIGKILL);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-struct linebuf {
-	char buf[16384];
-	size_t len;
-	char line[16384];
-};
-
-struct child {
-	pid_t pid;
-	int slot; /* in live[] */
-	int out; /* read end of its stdout */
-	int err; /* memfd: its stderr */
-	bool reaped;
-	int status;
-	struct rusage ru;
-	struct linebuf lb;
-};
-
-/* An argv built from formatted strings. */
-struct args {
-	char *v[24];
-	int n;
-	char store[2048];
-	size_t used;
-};
-
-static __attribute__((format(printf, 2, 3))) void arg_add(struct args *a,
-							  const char *fmt, ...)
-{
-	va_list ap;
-	size_t room = sizeof(a->store) - a->used;
-	int k;
-
-	va_start(ap, fmt);
-	k = vsnprintf(a->store + a->used, room, fmt, ap);
-	va_end(ap);
-	if (k < 0 || (size_t)k >= room ||
-	    a->n + 1 >= (int)(sizeof(a->v) / sizeof(a->v[0]))) {
-		fputs("echobench: argument list too long\n", stderr);
-		abort();
-	}
-	a->v[a->n++] = a->store + a->used;
-	a->v[a->n] = NULL;
-	a->used += (size_t)k + 1;
-}
-
-static double now_s(void)
-{
-	return (double)bench_now_ns() / 1e9;
-}
-
-static void nap_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000l };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
-/*
- * Start argv[0] with its stdout on a pipe (c->out) and its stderr in a
- * memfd (c->err), pinned to cpus (NULL: not pinned).  0 or -errno.
- */
-static int child_spawn(struct child *c, int slot, struct args *a,
-		       const cpu_set_t *cpus)
-{
-	sigset_t all, old;
-	int p[2];
-	pid_t pid;
-
-	memset(c, 0, sizeof(*c));
-	c->pid = -1;
-	c->slot = slot;
-	c->out = -1;
-	c->err = memfd_create("echobench-stderr", MFD_CLOEXEC);
-	if (c->err < 0)
-		return -errno;
-	if (pipe2(p, O_CLOEXEC)) {
-		int e = -errno;
-
-		close(c->err);
-		c->err = -1;
-		return e;
-	}
-	/* No signal handler of ours may run in the child, and none may
-	 * arrive between the fork and the pid being in live[]. */
-	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, &old);
-	pid = fork();
-	if (pid == 0) {
-		static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE };
-		int nul = open("/dev/null", O_RDONLY);
-
-		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-			signal(sigs[i], SIG_DFL);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != self_pid)
-			_exit(127); /* the parent died already */
-		if (nul >= 0)
-			dup2(nul, STDIN_FILENO);
-		dup2(p[1], STDOUT_FILENO);
-		dup2(c->err, STDERR_FILENO);
-		if (cpus && sched_setaffinity(0, sizeof(*cpus), cpus)) {
-			dprintf(STDERR_FILENO, "echobench: pinning %s: %s\n",
-				a->v[0], strerror(errno));
-			_exit(126);
-		}
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		execv(a->v[0], a->v);
-		dprintf(STDERR_FILENO, "echobench: cannot run %s: %s\n",
-			a->v[0], strerror(errno));
-		_exit(127);
-	}
-	if (pid > 0)
-		live[slot] = pid;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	close(p[1]);
-	if (pid < 0) {
-		int e = -errno;
-
-		close(p[0]);
-		close(c->err);
-		c->err = -1;
-		return e;
-	}
-	c->pid = pid;
-	c->out = p[0];
-	return 0;
-}
-
-/* Reap c within timeout_s: 0, or -ETIMEDOUT (it still runs). */
-static int child_wait(struct child *c, double timeout_s)
-{
-	double end = now_s() + timeout_s;
-
-	while (!c->reaped) {
-		pid_t r = wait4(c->pid, &c->status, WNOHANG, &c->ru);
-
-		if (r == c->pid) {
-			c->reaped = true;
-			live[c->slot] = 0;
-			break;
-		}
-		if (r < 0 && errno != EINTR) {
-			/* Not ours any more: treat it as gone. */
-			c->reaped = true;
-			c->status = 0x7f00; /* "exit 127" */
-			live[c->slot] = 0;
-			break;
-		}
-		if (now_s() > end)
-			return -ETIMEDOUT;
-		nap_ms(2);
-	}
-	return 0;
-}
-
-/* Has c exited (reaping it if so)? */
-static bool child_gone(struct child *c)
-{
-	return !child_wait(c, 0);
-}
-
-static void child_kill(struct child *c)
-{
-	if (c->pid <= 0 || c->reaped)
-		return;
-	kill(c->pid, SIGKILL);
-	if (child_wait(c, KILL_TIMEOUT_S))
-		fprintf(stderr, "echobench: pid %d survives SIGKILL\n",
-			(int)c->pid);
-}
-
-/* Kill (if it still runs) and release everything. */
-static void child_close(struct child *c)
-{
-	child_kill(c);
-	if (c->out >= 0)
-		close(c->out);
-	if (c->err >= 0)
-		close(c->err);
-	c->out = c->err = -1;
-}
-
-/* "exit 1", "signal 11" */
-static const char *status_str(const struct child *c, char *buf, size_t n)
-{
-	if (!c->reaped)
-		snprintf(buf, n, "still running");
-	else if (WIFEXITED(c->status))
-		snprintf(buf, n, "exit %d", WEXITSTATUS(c->status));
-	else if (WIFSIGNALED(c->status))
-		snprintf(buf, n, "signal %d", WTERMSIG(c->status));
-	else
-		snprintf(buf, n, "status %#x", c->status);
-	return buf;
-}
-
-/* The last line of what c wrote on stderr ("" if nothing). */
-static const char *child_stderr_tail(const struct child *c, char *buf, size_t n)
-{
-	off_t size;
-	ssize_t k;
-	char *p;
-
-	buf[0] = '\0';
-	if (c->err < 0)
-		return buf;
-	size = lseek(c->err, 0, SEEK_END);
-	if (size <= 0)
-		return buf;
-	k = pread(c->err, buf, n - 1,
-		  size > (off_t)(n - 1) ? size - (off_t)(n - 1) : 0);
-	if (k <= 0) {
-		buf[0] = '\0';
-		return buf;
-	}
-	buf[k] = '\0';
-	while (k > 0 && (buf[k - 1] == '\n' || buf[k - 1] == '\r'))
-		buf[--k] = '\0';
-	p = strrchr(buf, '\n');
-	if (p)
-		memmove(buf, p + 1, strlen(p + 1) + 1);
-	return buf;
-}
-
-/*
- * The next line of c's stdout into c->lb.line (without the newline):
- * 1, 0 at the end of the stream, -ETIMEDOUT when none came before end.
- */
-static int child_line(struct child *c, double end)
-{
-	struct linebuf *lb = &c->lb;
-
-	for (;;) {
-		char *nl = memchr(lb->buf, '\n', lb->len);
-		struct pollfd pfd = { .fd = c->out, .events = POLLIN };
-		double left;
-		ssize_t k;
-		int r;
-
-		if (nl || lb->len == sizeof(lb->buf)) {
-			size_t n = nl ? (size_t)(nl - lb->buf) : lb->len;
-			size_t skip = nl ? n + 1 : n;
-
-			if (n >= sizeof(lb->line))
-				n = sizeof(lb->line) - 1;
-			memcpy(lb->line, lb->buf, n);
-			lb->line[n] = '\0';
-			memmove(lb->buf, lb->buf + skip, lb->len - skip);
-			lb->len -= skip;
-			return 1;
-		}
-		if (c->out < 0)
-			return 0;
-		left = end - now_s();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		r = poll(&pfd, 1, (int)(left * 1000) + 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r == 0)
-			continue; /* the deadline check above ends it */
-		k = read(c->out, lb->buf + lb->len, sizeof(lb->buf) - lb->len);
-		if (k < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (k <= 0) {
-			close(c->out);
-			c->out = -1;
-			if (lb->len) {
-				/* A last line without a newline. */
-				lb->buf[lb->len] = '\0';
-				memcpy(lb->line, lb->buf, lb->len + 1);
-				lb->len = 0;
-				return 1;
-			}
-			return 0;
-		}
-		lb->len += (size_t)k;
-	}
-}
-
-/* user + system clock ticks of a process (all its threads), and the user
- * part in *user; -1 if gone. */
-static long long proc_ticks(pid_t pid, long long *user)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long ut, st;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* The command name (field 2) may hold spaces and parentheses: the
-	 * fields after it start after the last ')'.  Then field 3 (state)
-	 * ... 13 (cmajflt), 14 utime, 15 stime. */
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1,
-			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu "
-			 "%llu",
-			 &ut, &st) != 2)
-		return -1;
-	if (user)
-		*user = (long long)ut;
-	return (long long)(ut + st);
-}
-
-/*
- * Busy clock ticks (all but idle and iowait; steal counts: the hypervisor
- * took the CPU) of the CPUs the server and ao-load run on (every CPU when
- * not pinned), from /proc/stat.  Minus the server's and ao-load's own
- * ticks, what is left over a cell is the CPU other processes took there.
- */
-static long long cpus_busy_ticks(void)
-{
-	unsigned long long v[8];
-	long long sum = 0;
-	char line[512];
-	FILE *f = fopen("/proc/stat", "r");
-	int cpu;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "cpu", 3) || line[3] < '0' || line[3] > '9')
-			continue;
-		if (sscanf(line + 3,
-			   "%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu,
-			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-			   &v[7]) != 9)
-			continue;
-		if (pinned && cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &srv_cpus) &&
-		    !CPU_ISSET(cpu, &load_cpus))
-			continue;
-		/* user nice system idle iowait irq softirq steal */
-		sum += (long long)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
-	}
-	fclose(f);
-	return sum;
-}
 
 /*
  * How long the threads of a process sat runnable without a CPU, in ns: the
@@ -784,12 +395,14 @@ struct snap {
 
 static void take_snap(struct snap *sn, pid_t srv, pid_t load)
 {
-	sn->t = now_s();
-	sn->srv = proc_ticks(srv, &sn->srv_user);
-	sn->load = load > 0 ? proc_ticks(load, NULL) : -1;
+	sn->t = child_now_s();
+	sn->srv = child_cpu_ticks(srv, &sn->srv_user);
+	sn->load = load > 0 ? child_cpu_ticks(load, NULL) : -1;
 	sn->slices = 0;
 	sn->delay = proc_run_delay_ns(srv, &sn->slices);
-	sn->busy = cpus_busy_ticks();
+	/* Minus the server's and ao-load's own ticks, what is left over a
+	 * cell is the CPU other processes took on their CPUs. */
+	sn->busy = bench_busy_ticks(pinned ? &our_cpus : NULL);
 }
 
 static bool snap_valid(const struct snap *a, const struct snap *b)
@@ -797,22 +410,6 @@ static bool snap_valid(const struct snap *a, const struct snap *b)
 	return a->srv >= 0 && b->srv >= a->srv && a->delay >= 0 &&
 	       b->delay >= a->delay && a->busy >= 0 && b->busy >= a->busy &&
 	       b->t > a->t;
-}
-
-/* The number after "key": in a flat JSON object; false if absent. */
-static bool json_get(const char *json, const char *key, double *v)
-{
-	char pat[64];
-	const char *p;
-	char *end;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = strstr(json, pat);
-	if (!p)
-		return false;
-	p += strlen(pat);
-	*v = strtod(p, &end);
-	return end != p;
 }
 
 /* ------------------------------------------------------------------------
@@ -868,31 +465,33 @@ static __attribute__((format(printf, 2, 3))) void note(struct cell *c,
 static int server_start(int s, struct child *c, unsigned int *port,
 			struct cell *cl)
 {
-	struct args a = { .n = 0 };
+	struct child_args a = { .n = 0 };
 	char st[32], tail[256];
 	int r;
 
 	if (s == S_BASE) {
-		arg_add(&a, "%s", base_path);
-		arg_add(&a, "--port=0");
-		arg_add(&a, "--framing=raw");
+		child_arg(&a, "%s", base_path);
+		child_arg(&a, "--port=0");
+		child_arg(&a, "--framing=raw");
 	} else {
-		arg_add(&a, "%s", echo_path);
-		arg_add(&a, "--port=0");
-		arg_add(&a, "--framing=raw");
-		arg_add(&a, "--backend=%s", srvs[s].backend);
-		arg_add(&a, "--mode=%s", srvs[s].mode);
-		arg_add(&a, "--drain-timeout=2s");
-		arg_add(&a, "--quiet");
-		arg_add(&a, "--json");
+		child_arg(&a, "%s", echo_path);
+		child_arg(&a, "--port=0");
+		child_arg(&a, "--framing=raw");
+		child_arg(&a, "--backend=%s", srvs[s].backend);
+		child_arg(&a, "--mode=%s", srvs[s].mode);
+		child_arg(&a, "--drain-timeout=2s");
+		child_arg(&a, "--quiet");
+		child_arg(&a, "--json");
 	}
-	r = child_spawn(c, 0, &a, pinned ? &srv_cpus : NULL);
+	r = child_spawn(c, a.v,
+			&(struct child_opts){ .cpus = pinned ? &srv_cpus : NULL,
+					      .keep_stderr = true });
 	if (r) {
 		note(cl, "cannot start %s: %s", a.v[0], strerror(-r));
 		return r;
 	}
-	r = child_line(c, now_s() + PORT_TIMEOUT_S);
-	if (r == 1 && sscanf(c->lb.line, "port=%u", port) == 1 && *port)
+	r = child_port(c, child_now_s() + PORT_TIMEOUT_S, port);
+	if (!r)
 		return 0;
 	if (r == -ETIMEDOUT) {
 		child_kill(c);
@@ -902,7 +501,7 @@ static int server_start(int s, struct child *c, unsigned int *port,
 		child_wait(c, 1.0);
 		child_kill(c);
 		note(cl, "server did not start (%s): %s",
-		     status_str(c, st, sizeof(st)),
+		     child_status(c, st, sizeof(st)),
 		     child_stderr_tail(c, tail, sizeof(tail)));
 	}
 	return -EIO;
@@ -911,24 +510,17 @@ static int server_start(int s, struct child *c, unsigned int *port,
 /* SIGTERM, the final report (ao-echo --json), the exit status. */
 static void server_stop(struct child *c, struct sample *sm, struct cell *cl)
 {
-	double end = now_s() + STOP_TIMEOUT_S, v;
+	double end = child_now_s() + STOP_TIMEOUT_S, left;
+	static char final[CHILD_LINE_MAX];
 	char st[32], tail[256];
 
-	sm->srv_accepted = sm->srv_enobufs = sm->srv_pool_exhausted = -1;
 	kill(c->pid, SIGTERM);
-	while (child_line(c, end) == 1) {
-		const char *l = c->lb.line;
-
-		if (!strstr(l, "\"final\""))
-			continue;
-		if (json_get(l, "accepted", &v))
-			sm->srv_accepted = v;
-		if (json_get(l, "enobufs", &v))
-			sm->srv_enobufs = v;
-		if (json_get(l, "pool_exhausted", &v))
-			sm->srv_pool_exhausted = v;
-	}
-	if (child_wait(c, end - now_s() > 0 ? end - now_s() : 0)) {
+	child_last_json(c, end, "\"final\"", final, sizeof(final));
+	sm->srv_accepted = json_or(final, "accepted", -1);
+	sm->srv_enobufs = json_or(final, "enobufs", -1);
+	sm->srv_pool_exhausted = json_or(final, "pool_exhausted", -1);
+	left = end - child_now_s();
+	if (child_wait(c, left > 0 ? left : 0)) {
 		child_kill(c);
 		note(cl, "server did not stop within %.0f s of SIGTERM",
 		     STOP_TIMEOUT_S);
@@ -941,7 +533,7 @@ static void server_stop(struct child *c, struct sample *sm, struct cell *cl)
 	if (sm->srv_rc) {
 		cl->stop_bad++;
 		note(cl, "server %s after SIGTERM: %s",
-		     status_str(c, st, sizeof(st)),
+		     child_status(c, st, sizeof(st)),
 		     child_stderr_tail(c, tail, sizeof(tail)));
 	}
 }
@@ -960,39 +552,42 @@ static unsigned int threads_for(unsigned int clients)
 static int load_run(pid_t srv, unsigned int port, unsigned int clients,
 		    unsigned int size, struct sample *sm, struct cell *cl)
 {
-	struct args a = { .n = 0 };
+	struct child_args a = { .n = 0 };
 	struct child ld;
 	unsigned int threads = threads_for(clients);
 	long long ms = (long long)(opts.seconds * 1000 + 0.5);
 	struct snap before, after, now, w0 = { 0 }, w1 = { 0 };
 	double t_prev = 0, w_req = 0, span;
-	static char json[16384];
+	static char json[CHILD_LINE_MAX];
 	double v, load_cpu_s, end;
 	int nlines = 0, r, rc;
 	char st[32], tail[256];
 
-	arg_add(&a, "%s", load_path);
-	arg_add(&a, "--port=%u", port);
-	arg_add(&a, "--connections=%u", clients);
-	arg_add(&a, "--size=%u", size);
-	arg_add(&a, "--duration=%lldms", ms > 0 ? ms : 1);
-	arg_add(&a, "--threads=%u", threads);
-	arg_add(&a, "--engine=%s", load_engine);
-	arg_add(&a, "--framing=raw");
-	arg_add(&a, "--timeout=5s");
-	arg_add(&a, "--json");
-	arg_add(&a, "--progress=always");
+	child_arg(&a, "%s", load_path);
+	child_arg(&a, "--port=%u", port);
+	child_arg(&a, "--connections=%u", clients);
+	child_arg(&a, "--size=%u", size);
+	child_arg(&a, "--duration=%lldms", ms > 0 ? ms : 1);
+	child_arg(&a, "--threads=%u", threads);
+	child_arg(&a, "--engine=%s", load_engine);
+	child_arg(&a, "--framing=raw");
+	child_arg(&a, "--timeout=5s");
+	child_arg(&a, "--json");
+	child_arg(&a, "--progress=always");
 
 	json[0] = '\0';
 	take_snap(&before, srv, -1);
-	r = child_spawn(&ld, 1, &a, pinned ? &load_cpus : NULL);
+	r = child_spawn(&ld, a.v,
+			&(struct child_opts){ .cpus = pinned ? &load_cpus :
+							       NULL,
+					      .keep_stderr = true });
 	if (r) {
 		note(cl, "cannot start %s: %s", a.v[0], strerror(-r));
 		return -1;
 	}
-	end = now_s() + opts.seconds + LOAD_SLACK_S;
+	end = child_now_s() + opts.seconds + LOAD_SLACK_S;
 	while ((r = child_line(&ld, end)) == 1) {
-		const char *l = ld.lb.line;
+		const char *l = ld.line;
 		double el, rate;
 
 		if (l[0] == '{') {
@@ -1028,7 +623,7 @@ static int load_run(pid_t srv, unsigned int port, unsigned int clients,
 	    !json_get(json, "requests", &v)) {
 		/* 2: usage, 3: could not connect, 1 without a result: a
 		 * fatal error; a signal: a crash. */
-		note(cl, "ao-load %s%s: %s", status_str(&ld, st, sizeof(st)),
+		note(cl, "ao-load %s%s: %s", child_status(&ld, st, sizeof(st)),
 		     rc == 3 ? " (could not connect)" : "",
 		     child_stderr_tail(&ld, tail, sizeof(tail)));
 		child_close(&ld);
@@ -1129,7 +724,7 @@ static int run_once(int s, unsigned int ci, unsigned int si, struct sample *sm)
 	if (child_gone(&srv)) {
 		/* It died under the load (a crash, or it gave up). */
 		note(cl, "server died during the load: %s: %s",
-		     status_str(&srv, st, sizeof(st)),
+		     child_status(&srv, st, sizeof(st)),
 		     child_stderr_tail(&srv, tail, sizeof(tail)));
 		child_close(&srv);
 		return -1;
@@ -1339,31 +934,13 @@ static void print_tables(void)
 }
 
 /* ------------------------------------------------------------------------
- * Targets (issues 6 and 17), against this run's baseline: ring mode's
- * CPU and rate, and worker mode's CPU (issue 17 tightened io_uring's
- * worker mode from 1.5x ring mode's to 1.25x; the epoll backend's worker
- * mode keeps issue 6's 1.1x the baseline's, tighter than issue 17's 1.3x)
+ * Targets, against this run's baseline: ring mode's CPU and rate, and
+ * worker mode's CPU (io_uring's worker mode within 1.25x its ring mode's;
+ * the epoll backend's worker mode within 1.1x the baseline's)
  */
 
-static __attribute__((format(printf, 2, 3))) void target(bool pass,
-							 const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (!opts.json) {
-		bench_target(pass, "%s", msg);
-		return;
-	}
-	bench_misses += !pass;
-	bench_json_begin("echobench");
-	bench_json_str("target", msg);
-	bench_json_int("pass", pass);
-	bench_json_end();
-}
+static struct bench_run run = { .name = "echobench",
+				.seconds_key = "seconds_total" };
 
 /* The CPU targets hold at 50 clients and more: with one client the server
  * mostly sleeps and wakes per request, which no design avoids. */
@@ -1394,12 +971,12 @@ static void cpu_target(int s, int ref, unsigned int ci, unsigned int si,
 	if (!ok(s, ci, si) || !ok(ref, ci, si))
 		return;
 	x = ratio(c->cpu_us, r->cpu_us);
-	target(x <= limit,
-	       "%-12s c%-4u s%-3u CPU/request %.2fx %s's (<= %g; %.2f vs "
-	       "%.2f us)%s",
-	       srvs[s].name, clients_list[ci], sizes_list[si], x,
-	       srvs[ref].name, limit, c->cpu_us, r->cpu_us,
-	       noisy(c, r, nz, sizeof(nz)));
+	bench_goal(&run, NULL, x <= limit, NAN, NAN,
+		   "%-12s c%-4u s%-3u CPU/request %.2fx %s's (<= %g; %.2f vs "
+		   "%.2f us)%s",
+		   srvs[s].name, clients_list[ci], sizes_list[si], x,
+		   srvs[ref].name, limit, c->cpu_us, r->cpu_us,
+		   noisy(c, r, nz, sizeof(nz)));
 }
 
 static void targets(void)
@@ -1410,7 +987,7 @@ static void targets(void)
 	char bad[128] = "";
 
 	if (!opts.json)
-		printf("\nTargets (issues 6, 17), against this run's baseline "
+		printf("\nTargets, against this run's baseline "
 		       "(CPU targets at 50+ clients):\n");
 	for (unsigned int si = 0; si < nsizes; si++)
 		for (unsigned int ci = 0; ci < nclients; ci++) {
@@ -1424,12 +1001,13 @@ static void targets(void)
 			if (!ok(S_URING_RING, ci, si) || !ok(S_BASE, ci, si))
 				continue;
 			x = ratio(c->rps, b->rps);
-			target(x >= 1.0,
-			       "%-12s c%-4u s%-3u requests/s %.2fx baseline's "
-			       "(>= 1; %.0f vs %.0f)%s",
-			       srvs[S_URING_RING].name, clients_list[ci],
-			       sizes_list[si], x, c->rps, b->rps,
-			       noisy(c, b, nz, sizeof(nz)));
+			bench_goal(
+				&run, NULL, x >= 1.0, NAN, NAN,
+				"%-12s c%-4u s%-3u requests/s %.2fx baseline's "
+				"(>= 1; %.0f vs %.0f)%s",
+				srvs[S_URING_RING].name, clients_list[ci],
+				sizes_list[si], x, c->rps, b->rps,
+				noisy(c, b, nz, sizeof(nz)));
 		}
 	for (unsigned int si = 0; si < nsizes; si++)
 		for (unsigned int ci = 0; ci < nclients; ci++)
@@ -1463,10 +1041,12 @@ static void targets(void)
 				}
 			}
 	if (cells_ok && !mism)
-		target(true, "zero mismatches: none in %d cells", cells_ok);
+		bench_goal(&run, NULL, true, NAN, NAN,
+			   "zero mismatches: none in %d cells", cells_ok);
 	else if (cells_ok)
-		target(false, "zero mismatches: %lld in %d of %d cells:%s",
-		       mism, bad_cells, cells_ok, bad);
+		bench_goal(&run, NULL, false, NAN, NAN,
+			   "zero mismatches: %lld in %d of %d cells:%s", mism,
+			   bad_cells, cells_ok, bad);
 
 	for (unsigned int ci = 0; ci < nclients; ci++) {
 		if (clients_list[ci] != 1000)
@@ -1484,10 +1064,10 @@ static void targets(void)
 			}
 			if (!runs)
 				continue;
-			target(!errs && !failed,
-			       "%-12s 1000 clients served without errors: "
-			       "%lld errors, %d of %d runs failed",
-			       srvs[s].name, errs, failed, runs);
+			bench_goal(&run, NULL, !errs && !failed, NAN, NAN,
+				   "%-12s 1000 clients served without errors: "
+				   "%lld errors, %d of %d runs failed",
+				   srvs[s].name, errs, failed, runs);
 		}
 	}
 }
@@ -1503,13 +1083,12 @@ static int need(const char *path, const char *what, const char *hint)
 
 int main(int argc, char **argv)
 {
-	static const int fatal[] = { SIGINT, SIGTERM, SIGHUP };
-	struct sigaction sa;
-	struct rlimit rl;
+	unsigned long long nofile;
 	bool quick = false, progress;
-	double t_start = now_s(), load0 = bench_loadavg();
-	char scpus[64] = "-", lcpus[64] = "-";
+	char scpus[64] = "-", lcpus[64] = "-", noisy1[64], noisy2[64];
 	int r, stop_bad = 0, noisy_cells = 0;
+
+	bench_begin(&run);
 
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--quick"))
@@ -1524,10 +1103,8 @@ int main(int argc, char **argv)
 		sizes_list[0] = 128;
 		nsizes = 1;
 	}
-	self_pid = getpid();
-	clk_tck = sysconf(_SC_CLK_TCK);
-	if (clk_tck <= 0)
-		clk_tck = 100;
+	run.json = opts.json;
+	clk_tck = bench_clk_tck();
 	default_paths();
 	if (need(load_path, "ao-load", "make tools, or --load=PATH") ||
 	    ((srv_mask & (1u << S_BASE)) &&
@@ -1550,26 +1127,15 @@ int main(int argc, char **argv)
 		sched_setaffinity(0, sizeof(load_cpus), &load_cpus);
 	}
 	/* For the 1000-client cells: the children inherit it. */
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-	getrlimit(RLIMIT_NOFILE, &rl);
+	nofile = bench_raise_nofile();
 	for (unsigned int ci = 0; ci < nclients; ci++)
-		if (rl.rlim_cur != RLIM_INFINITY &&
-		    rl.rlim_cur < clients_list[ci] + 64ull)
+		if (nofile != RLIM_INFINITY &&
+		    nofile < clients_list[ci] + 64ull)
 			fprintf(stderr,
 				"echobench: warning: RLIMIT_NOFILE %llu is too "
 				"low for %u clients\n",
-				(unsigned long long)rl.rlim_cur,
-				clients_list[ci]);
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_fatal;
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
-		sigaction(fatal[i], &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+				nofile, clients_list[ci]);
+	child_guard_signals();
 
 	if (!opts.json) {
 		printf("echobench: ao-echo (uring, epoll x ring, worker) and "
@@ -1598,12 +1164,12 @@ int main(int argc, char **argv)
 		       "  others: CPUs other processes took on ours (noise; "
 		       "a cell above %.2f is re-run up to\n"
 		       "  %d time%s, the least disturbed run kept)\n",
-		       (unsigned long long)rl.rlim_cur, load0, noise_max,
-		       retries, retries == 1 ? "" : "s");
+		       nofile, run.load0, noise_max, retries,
+		       retries == 1 ? "" : "s");
 		fflush(stdout);
 	}
 	progress = !opts.json && isatty(STDERR_FILENO);
-	for (int run = 0; run < opts.runs; run++)
+	for (int k = 0; k < opts.runs; k++)
 		for (unsigned int si = 0; si < nsizes; si++)
 			for (unsigned int ci = 0; ci < nclients; ci++)
 				for (int s = 0; s < NSRV; s++) {
@@ -1618,8 +1184,7 @@ int main(int argc, char **argv)
 					if (progress)
 						fprintf(stderr,
 							"\r  run %d/%d %-24s",
-							run + 1, opts.runs,
-							name);
+							k + 1, opts.runs, name);
 					run_cell(s, ci, si);
 				}
 	if (progress)
@@ -1644,26 +1209,17 @@ int main(int argc, char **argv)
 		print_tables();
 	}
 	targets();
-	if (opts.json) {
-		bench_json_begin("echobench");
-		bench_json_int("targets_missed", bench_misses);
-		bench_json_int("failed_runs", failed_runs);
-		bench_json_int("unclean_stops", stop_bad);
-		bench_json_int("noisy_cells", noisy_cells);
-		bench_json_num("seconds_total", now_s() - t_start);
-		bench_json_num("loadavg_start", load0);
-		bench_json_num("loadavg_end", bench_loadavg());
-		bench_json_end();
-	} else {
-		printf("\n%d target%s missed; %d run%s failed to run; %d "
-		       "unclean server stop%s; %d noisy cell%s (others > "
-		       "%.2f CPUs)\n%.0f s in all; load average %.2f at the "
-		       "start, %.2f at the end\n",
-		       bench_misses, bench_misses == 1 ? "" : "s", failed_runs,
-		       failed_runs == 1 ? "" : "s", stop_bad,
-		       stop_bad == 1 ? "" : "s", noisy_cells,
-		       noisy_cells == 1 ? "" : "s", noise_max,
-		       now_s() - t_start, load0, bench_loadavg());
-	}
+	snprintf(noisy1, sizeof(noisy1), "noisy cell (others > %.2f CPUs)",
+		 noise_max);
+	snprintf(noisy2, sizeof(noisy2), "noisy cells (others > %.2f CPUs)",
+		 noise_max);
+	bench_end(&run,
+		  (const struct bench_count[]){
+			  { "failed_runs", failed_runs, "run failed to run",
+			    "runs failed to run" },
+			  { "unclean_stops", stop_bad, "unclean server stop",
+			    "unclean server stops" },
+			  { "noisy_cells", noisy_cells, noisy1, noisy2 } },
+		  3);
 	return failed_runs ? 1 : 0;
 }

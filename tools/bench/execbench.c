@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * execbench: aorta's executors against the seed's three thread pools
- * (tools/bench/baseline/seed_pools.c), side by side, 2 workers each.
+ * (tools/bench/baseline/seed_pools.c), side by side, 2 workers each.  The
+ * seed is the 2006 game server aorta started from; its textbook pools are
+ * the baselines.
  *
  *	W1 throughput	one external thread submits N empty tasks, then
  *			waits for all of them: tasks/s; peak RSS above the
@@ -1422,40 +1424,12 @@ static void report_w5(void)
 }
 
 /* ------------------------------------------------------------------------
- * Targets (issues 3 and 17), against this run's baselines
+ * Targets, against this run's baselines
  */
 
-static int misses;
-
-static void target(const char *name, bool have, bool pass, double value,
-		   double limit, const char *fmt, ...)
-	__attribute__((format(printf, 6, 7)));
-
-static void target(const char *name, bool have, bool pass, double value,
-		   double limit, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!have)
-		return; /* not measured in this run (--only, or it failed) */
-	if (!pass)
-		misses++;
-	if (opts.json) {
-		bench_json_begin("execbench");
-		bench_json_str("target", name);
-		bench_json_int("measured", have);
-		bench_json_int("pass", have && pass);
-		bench_json_num("value", value);
-		bench_json_num("limit", limit);
-		bench_json_end();
-		return;
-	}
-	printf("  [%s] %-38s ", pass ? "ok" : "MISS", name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-}
+static struct bench_run run = { .name = "execbench",
+				.width = 38,
+				.measured = true };
 
 static void targets(void)
 {
@@ -1470,7 +1444,7 @@ static void targets(void)
 	int ran = 0, bad = 0;
 
 	if (!opts.json)
-		printf("\nTargets (issues 3 and 17), medians of this run:\n");
+		printf("\nTargets, medians of this run:\n");
 	for (int w = 0; w < NWORK; w++)
 		for (int i = 0; i < 4; i++) {
 			struct cell *c = &cells[w][ao[i]];
@@ -1485,20 +1459,26 @@ static void targets(void)
 			ran += c->runs;
 			bad += c->runs - c->ok;
 		}
-	target("every aorta run completes", ran > 0, !bad, bad, 0,
-	       "%d of %d runs failed, stalled or crashed", bad, ran);
+	if (ran > 0)
+		bench_goal(&run, "every aorta run completes", !bad, bad, 0,
+			   "%d of %d runs failed, stalled or crashed", bad,
+			   ran);
 
 	have = cell_ok(W1, P_AO_STEAL) && cell_ok(W1, P_SEED_BASIC);
 	x = have ? ratio(med(W1, P_AO_STEAL), med(W1, P_SEED_BASIC)) : 0;
-	target("W1 ao-steal >= 2x seed-basic", have, x >= 2, x, 2, "%.2fx", x);
+	if (have)
+		bench_goal(&run, "W1 ao-steal >= 2x seed-basic", x >= 2, x, 2,
+			   "%.2fx", x);
 	have = cell_ok(W1, P_AO_SHARED) && cell_ok(W1, P_SEED_BASIC);
 	x = have ? ratio(med(W1, P_AO_SHARED), med(W1, P_SEED_BASIC)) : 0;
-	target("W1 ao-shared >= 1.2x seed-basic", have, x >= 1.2, x, 1.2,
-	       "%.2fx", x);
+	if (have)
+		bench_goal(&run, "W1 ao-shared >= 1.2x seed-basic", x >= 1.2, x,
+			   1.2, "%.2fx", x);
 	have = cell_ok(W3, P_AO_STEAL) && cell_ok(W3, P_SEED_BASIC);
 	x = have ? ratio(med(W3, P_AO_STEAL), med(W3, P_SEED_BASIC)) : 0;
-	target("W3 ao-steal >= 12x seed-basic", have, x >= 12, x, 12, "%.2fx",
-	       x);
+	if (have)
+		bench_goal(&run, "W3 ao-steal >= 12x seed-basic", x >= 12, x,
+			   12, "%.2fx", x);
 	for (int i = 0; i < 4; i++) {
 		int p = ao[i], t = pools[p].twin;
 		struct cell *c = &cells[W3][p];
@@ -1507,13 +1487,17 @@ static void targets(void)
 			continue;
 		snprintf(name, sizeof(name), "W3 %s finishes every run",
 			 pools[p].name);
-		target(name, c->runs > 0, c->runs && c->ok == c->runs, c->ok,
-		       c->runs, "%d/%d runs", c->ok, c->runs);
+		if (c->runs > 0)
+			bench_goal(&run, name, c->runs && c->ok == c->runs,
+				   c->ok, c->runs, "%d/%d runs", c->ok,
+				   c->runs);
 		have = cell_ok(W1, p) && cell_ok(W1, t);
 		x = have ? ratio(med(W1, t), med(W1, p)) : 0;
 		snprintf(name, sizeof(name), "W1 %s within 1.3x of %s",
 			 pools[p].name, pools[t].name);
-		target(name, have, x <= 1.3, x, 1.3, "%.2fx slower", x);
+		if (have)
+			bench_goal(&run, name, x <= 1.3, x, 1.3, "%.2fx slower",
+				   x);
 	}
 	for (int i = 0; i < 4; i++) {
 		int p = ao[i];
@@ -1522,7 +1506,8 @@ static void targets(void)
 		x = have ? w2_ratios(p).med : 0;
 		snprintf(name, sizeof(name), "W2 %s <= 1.05x ideal",
 			 pools[p].name);
-		target(name, have, x <= 1.05, x, 1.05, "%.3fx", x);
+		if (have)
+			bench_goal(&run, name, x <= 1.05, x, 1.05, "%.3fx", x);
 	}
 	if (!opts.json && cell_ok(W2, P_SPLIT))
 		printf("  (machine: floor-split, the work split in advance, "
@@ -1535,11 +1520,13 @@ static void targets(void)
 		x = have ? med(W4, p) / 1e3 : 0;
 		snprintf(name, sizeof(name), "W4 %s p50 <= 10 us",
 			 pools[p].name);
-		target(name, have, x <= 10, x, 10, "%.1f us", x);
+		if (have)
+			bench_goal(&run, name, x <= 10, x, 10, "%.1f us", x);
 		x = have ? med2(W4, p) / 1e3 : 0;
 		snprintf(name, sizeof(name), "W4 %s p99 <= 100 us",
 			 pools[p].name);
-		target(name, have, x <= 100, x, 100, "%.1f us", x);
+		if (have)
+			bench_goal(&run, name, x <= 100, x, 100, "%.1f us", x);
 	}
 	if (!opts.json && cell_ok(W4, P_FLOOR))
 		printf("  (machine: floor-futex, a bare futex wake, p50 %.1f "
@@ -1552,7 +1539,9 @@ static void targets(void)
 		x = have ? med(W5, p) : 0;
 		snprintf(name, sizeof(name), "W5 %s < 0.01 CPU s",
 			 pools[p].name);
-		target(name, have, x < 0.01, x, 0.01, "%.4f CPU s", x);
+		if (have)
+			bench_goal(&run, name, x < 0.01, x, 0.01, "%.4f CPU s",
+				   x);
 	}
 	for (int i = 0; i < 4; i++) {
 		int p = ao[i];
@@ -1562,9 +1551,11 @@ static void targets(void)
 			   0;
 		snprintf(name, sizeof(name), "W1 %s peak RSS <= +2 MiB",
 			 pools[p].name);
-		target(name, have, x <= 2, x, 2, "+%.2f MiB (worst run)", x);
+		if (have)
+			bench_goal(&run, name, x <= 2, x, 2,
+				   "+%.2f MiB (worst run)", x);
 	}
-	/* Issue 17: a call costs at most a quarter more than an intrusive
+	/* A call costs at most a quarter more than an intrusive
 	 * submit (ao-steal-malloc is shown, not held to it). */
 	for (int k = 0; k < 2; k++) {
 		int w = k ? W3 : W1;
@@ -1576,7 +1567,9 @@ static void targets(void)
 			x = have ? ratio(med(w, p), med(w, t)) : 0;
 			snprintf(name, sizeof(name), "%s %s >= 0.8x %s",
 				 k ? "W3" : "W1", pools[p].name, pools[t].name);
-			target(name, have, x >= 0.8, x, 0.8, "%.2fx", x);
+			if (have)
+				bench_goal(&run, name, x >= 0.8, x, 0.8,
+					   "%.2fx", x);
 		}
 	}
 }
@@ -1609,9 +1602,8 @@ int main(int argc, char **argv)
 {
 	bool quick = false, progress;
 	long per_run;
-	uint64_t t_start = bench_now_ns();
-	double load0 = bench_loadavg();
 
+	bench_begin(&run);
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--quick"))
 			quick = true;
@@ -1637,6 +1629,7 @@ int main(int argc, char **argv)
 		      stderr);
 		return 2;
 	}
+	run.json = opts.json;
 	per_run = (w4_samples + opts.runs - 1) / opts.runs;
 	progress = !opts.json && isatty(STDERR_FILENO);
 	w2_plan();
@@ -1697,20 +1690,6 @@ int main(int argc, char **argv)
 		report_w5();
 	}
 	targets();
-	if (opts.json) {
-		bench_json_begin("execbench");
-		bench_json_int("targets_missed", misses);
-		bench_json_num("seconds",
-			       (double)(bench_now_ns() - t_start) / 1e9);
-		bench_json_num("loadavg_start", load0);
-		bench_json_num("loadavg_end", bench_loadavg());
-		bench_json_end();
-	} else {
-		printf("\n%d target%s missed; %.1f s in all; load average "
-		       "%.2f at the start, %.2f at the end\n",
-		       misses, misses == 1 ? "" : "s",
-		       (double)(bench_now_ns() - t_start) / 1e9, load0,
-		       bench_loadavg());
-	}
+	bench_end(&run, NULL, 0);
 	return 0;
 }

@@ -236,32 +236,7 @@ static const char *size_name(long n, char *buf, size_t len)
 
 /* ---- targets: a line for people, an object in --json ---- */
 
-static int misses;
-
-static void target(const char *name, bool pass, double value, double limit,
-		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static void target(const char *name, bool pass, double value, double limit,
-		   const char *fmt, ...)
-{
-	char text[256];
-	va_list ap;
-
-	misses += !pass;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	if (!opts.json) {
-		bench_target(pass, "%-34s %s", name, text);
-		return;
-	}
-	bench_json_begin("timerbench");
-	bench_json_str("target", name);
-	bench_json_int("pass", pass);
-	bench_json_num("value", value);
-	bench_json_num("limit", limit);
-	bench_json_end();
-}
+static struct bench_run run = { .name = "timerbench", .width = 34 };
 
 /* ---- the executor and timer service ---- */
 
@@ -2058,45 +2033,47 @@ static void targets(void)
 			continue;
 		snprintf(name, sizeof(name), "hot/aorta/%s <= 20 ns",
 			 size_name(sizes[si], sz, sizeof(sz)));
-		target(name, a <= 20, a, 20, "%.1f ns per pair", a);
+		bench_goal(&run, name, a <= 20, a, 20, "%.1f ns per pair", a);
 		lo = have ? (a < lo ? a : lo) : a;
 		hi = have ? (a > hi ? a : hi) : a;
 		have++;
 	}
 	if (have == NSIZES)
-		target("hot/aorta flat 0..1M <= 1.5x", hi <= 1.5 * lo, hi / lo,
-		       1.5, "%.2fx (%.1f..%.1f ns)", hi / lo, lo, hi);
+		bench_goal(&run, "hot/aorta flat 0..1M <= 1.5x", hi <= 1.5 * lo,
+			   hi / lo, 1.5, "%.2fx (%.1f..%.1f ns)", hi / lo, lo,
+			   hi);
 	if (res1[OP_REARM][2][I_AORTA].n) {
 		double a = med1(OP_REARM, 2, I_AORTA);
 		double h = med1(OP_REARM, 2, I_HEAP);
 
-		target("rearm/aorta/1M <= 150 ns", a <= 150, a, 150,
-		       "%.1f ns per move", a);
+		bench_goal(&run, "rearm/aorta/1M <= 150 ns", a <= 150, a, 150,
+			   "%.1f ns per move", a);
 		double hp = med1(OP_REARM, 2, I_PHEAP);
 
 		/* The target's anchor is libuv's heap (887 ns): heap-ptr
 		 * has its shape; heap, an array that keeps the deadlines
 		 * together, is faster than the anchor, and is shown too. */
 		if (hp > 0)
-			target("rearm/aorta/1M <= 0.5x heap-ptr", a <= 0.5 * hp,
-			       a / hp, 0.5,
-			       "%.2fx (heap-ptr, libuv's shape, "
-			       "%.1f ns)",
-			       a / hp, hp);
+			bench_goal(&run, "rearm/aorta/1M <= 0.5x heap-ptr",
+				   a <= 0.5 * hp, a / hp, 0.5,
+				   "%.2fx (heap-ptr, libuv's shape, "
+				   "%.1f ns)",
+				   a / hp, hp);
 		if (h > 0)
-			target("rearm/aorta/1M <= 0.5x heap", a <= 0.5 * h,
-			       a / h, 0.5,
-			       "%.2fx (heap, an indexed array, "
-			       "%.1f ns)",
-			       a / h, h);
+			bench_goal(&run, "rearm/aorta/1M <= 0.5x heap",
+				   a <= 0.5 * h, a / h, 0.5,
+				   "%.2fx (heap, an indexed array, "
+				   "%.1f ns)",
+				   a / h, h);
 	}
 	if (res2[TI_AORTA][1].n) {
 		double x = med2(TI_AORTA, 2);
 
-		target("threads/aorta/t2 >= 10M pairs/s", x >= 1e7, x, 1e7,
-		       "%.2f M pairs/s (one thread %.2f, heap-lock %.2f)",
-		       x / 1e6, med2(TI_AORTA, 1) / 1e6,
-		       med2(TI_HEAP_LOCK, 2) / 1e6);
+		bench_goal(&run, "threads/aorta/t2 >= 10M pairs/s", x >= 1e7, x,
+			   1e7,
+			   "%.2f M pairs/s (one thread %.2f, heap-lock %.2f)",
+			   x / 1e6, med2(TI_AORTA, 1) / 1e6,
+			   med2(TI_HEAP_LOCK, 2) / 1e6);
 	}
 	for (int i = 0; i < NEXP; i++) {
 		const struct expiry_result *r = &res3[i];
@@ -2104,17 +2081,17 @@ static void targets(void)
 		if (!r->ran || i == E_HEAP_LOOP)
 			continue;
 		snprintf(name, sizeof(name), "%s: all fire", exp_names[i]);
-		target(name, r->fired == r->timers, (double)r->fired,
-		       (double)r->timers, "%llu of %llu (%.0f ns CPU each)",
-		       (unsigned long long)r->fired,
-		       (unsigned long long)r->timers, r->cpu_ns_per_fired);
+		bench_goal(&run, name, r->fired == r->timers, (double)r->fired,
+			   (double)r->timers, "%llu of %llu (%.0f ns CPU each)",
+			   (unsigned long long)r->fired,
+			   (unsigned long long)r->timers, r->cpu_ns_per_fired);
 	}
 	if (res3[E_BOUNDED].ran) {
 		double us = (double)res3[E_BOUNDED].st.step_max_ns / 1e3;
 
-		target("bounded/aorta step <= 200 us", us <= 200, us, 200,
-		       "longest expiry step %.1f us (%.0f s spread)", us,
-		       res3[E_BOUNDED].spread_s);
+		bench_goal(&run, "bounded/aorta step <= 200 us", us <= 200, us,
+			   200, "longest expiry step %.1f us (%.0f s spread)",
+			   us, res3[E_BOUNDED].spread_s);
 	}
 	if (res3[E_VIRTUAL].ran) {
 		const struct expiry_result *r = &res3[E_VIRTUAL];
@@ -2126,10 +2103,11 @@ static void targets(void)
 		 * this thread preempted by other processes.  The burst
 		 * bounds every step, as it is all the steps of one advance.
 		 */
-		target("bounded/testclock CPU <= 200 us", us <= 200, us, 200,
-		       "the expiry work due within %llu us of timer time "
-		       "took up to %.1f us CPU (at %.2f s)",
-		       VIRT_STEP_NS / USEC, us, r->burst_at_s);
+		bench_goal(&run, "bounded/testclock CPU <= 200 us", us <= 200,
+			   us, 200,
+			   "the expiry work due within %llu us of timer time "
+			   "took up to %.1f us CPU (at %.2f s)",
+			   VIRT_STEP_NS / USEC, us, r->burst_at_s);
 		if (!opts.json)
 			printf("  (note) bounded/testclock: longest step %.1f "
 			       "us of wall time, preemption included\n",
@@ -2142,26 +2120,28 @@ static void targets(void)
 		if (res5[K_FLOOR].chunks) {
 			double f = res5[K_FLOOR].tick_p99;
 
-			target("tick/idle p99 <= floor + 50 us",
-			       c->tick_p99 <= f + 50e3, c->tick_p99 / 1e3,
-			       (f + 50e3) / 1e3, "%.1f us (floor %.1f us)",
-			       c->tick_p99 / 1e3, f / 1e3);
+			bench_goal(&run, "tick/idle p99 <= floor + 50 us",
+				   c->tick_p99 <= f + 50e3, c->tick_p99 / 1e3,
+				   (f + 50e3) / 1e3, "%.1f us (floor %.1f us)",
+				   c->tick_p99 / 1e3, f / 1e3);
 		}
-		target("tick/idle ticks exact (+-1)", d >= -1 && d <= 1,
-		       (double)c->ticks, (double)c->expected,
-		       "%llu of %llu due, %llu skipped",
-		       (unsigned long long)c->ticks,
-		       (unsigned long long)c->expected,
-		       (unsigned long long)c->skipped);
+		bench_goal(&run, "tick/idle ticks exact (+-1)",
+			   d >= -1 && d <= 1, (double)c->ticks,
+			   (double)c->expected,
+			   "%llu of %llu due, %llu skipped",
+			   (unsigned long long)c->ticks,
+			   (unsigned long long)c->expected,
+			   (unsigned long long)c->skipped);
 	}
 	if (res5[K_PRECISE].chunks) {
 		const struct tick_cell *c = &res5[K_PRECISE];
 		double cpu = 100 * c->cpu_ns / c->wall_ns;
 
-		target("tick/precise p99 <= 100 us", c->tick_p99 <= 100e3,
-		       c->tick_p99 / 1e3, 100, "%.1f us", c->tick_p99 / 1e3);
-		target("tick/precise CPU <= 2% core", cpu <= 2, cpu, 2,
-		       "%.2f%% of one core", cpu);
+		bench_goal(&run, "tick/precise p99 <= 100 us",
+			   c->tick_p99 <= 100e3, c->tick_p99 / 1e3, 100,
+			   "%.1f us", c->tick_p99 / 1e3);
+		bench_goal(&run, "tick/precise CPU <= 2% core", cpu <= 2, cpu,
+			   2, "%.2f%% of one core", cpu);
 	}
 	for (int k = K_BUSY; k <= K_BUSY_STRAND; k++) {
 		const struct tick_cell *c = &res5[k];
@@ -2170,28 +2150,29 @@ static void targets(void)
 			continue;
 		snprintf(name, sizeof(name), "tick/%s p99 <= 300 us",
 			 tick_names[k]);
-		target(name, c->tick_p99 <= 300e3, c->tick_p99 / 1e3, 300,
-		       "%.1f us (%llu of %llu ticks, %llu skipped)",
-		       c->tick_p99 / 1e3, (unsigned long long)c->ticks,
-		       (unsigned long long)c->expected,
-		       (unsigned long long)c->skipped);
+		bench_goal(&run, name, c->tick_p99 <= 300e3, c->tick_p99 / 1e3,
+			   300, "%.1f us (%llu of %llu ticks, %llu skipped)",
+			   c->tick_p99 / 1e3, (unsigned long long)c->ticks,
+			   (unsigned long long)c->expected,
+			   (unsigned long long)c->skipped);
 	}
 	for (int k = 0; k < NTICK; k++)
 		if (res5[k].early) {
 			snprintf(name, sizeof(name), "tick/%s never early",
 				 tick_names[k]);
-			target(name, false, (double)res5[k].early, 0,
-			       "%llu ticks ran before their deadline",
-			       (unsigned long long)res5[k].early);
+			bench_goal(&run, name, false, (double)res5[k].early, 0,
+				   "%llu ticks ran before their deadline",
+				   (unsigned long long)res5[k].early);
 		}
 	if (res6.ran)
-		target("idle/aorta < 0.01 CPU-s", res6.cpu_s < 0.01, res6.cpu_s,
-		       0.01, "%.4f CPU-s in %.1f s", res6.cpu_s, res6.seconds);
+		bench_goal(&run, "idle/aorta < 0.01 CPU-s", res6.cpu_s < 0.01,
+			   res6.cpu_s, 0.01, "%.4f CPU-s in %.1f s", res6.cpu_s,
+			   res6.seconds);
 	if (atomic_load(&stray_fires))
-		target("no stray fires", false,
-		       (double)atomic_load(&stray_fires), 0,
-		       "%lu timers due a minute ahead fired",
-		       atomic_load(&stray_fires));
+		bench_goal(&run, "no stray fires", false,
+			   (double)atomic_load(&stray_fires), 0,
+			   "%lu timers due a minute ahead fired",
+			   atomic_load(&stray_fires));
 }
 
 /* ------------------------------------------------------------------------
@@ -2342,10 +2323,9 @@ static const char extra_usage[] =
 int main(int argc, char **argv)
 {
 	struct service s = { NULL, NULL };
-	uint64_t t_start = bench_now_ns();
-	double load0 = bench_loadavg();
 	bool quick = false, expiry_set = false, tick_set = false;
 
+	bench_begin(&run);
 	for (int i = 1; i < argc; i++) {
 		quick |= !strcmp(argv[i], "--quick");
 		expiry_set |= !strncmp(argv[i], "--expiry-seconds=", 17);
@@ -2366,6 +2346,7 @@ int main(int argc, char **argv)
 			MAXRUNS);
 		return 2;
 	}
+	run.json = opts.json;
 	hot_plan();
 	if (opt_pairs >= 0)
 		return run_pairs();
@@ -2383,7 +2364,7 @@ int main(int argc, char **argv)
 		       sysconf(_SC_NPROCESSORS_ONLN), nworkers,
 		       opt_kind == AO_EXEC_STEAL ? "steal" : "shared",
 		       opts.seconds, opts.runs, opts.runs > 1 ? "s" : "",
-		       load0);
+		       run.load0);
 
 	service_start(&s);
 	part_one(s.ts);
@@ -2401,20 +2382,6 @@ int main(int argc, char **argv)
 	part_five();
 	report_five();
 	targets();
-	if (opts.json) {
-		bench_json_begin("timerbench");
-		bench_json_int("targets_missed", misses);
-		bench_json_num("seconds",
-			       (double)(bench_now_ns() - t_start) / 1e9);
-		bench_json_num("loadavg_start", load0);
-		bench_json_num("loadavg_end", bench_loadavg());
-		bench_json_end();
-	} else {
-		printf("\n%d target%s missed; %.1f s in all; load average "
-		       "%.2f at the start, %.2f at the end\n",
-		       misses, misses == 1 ? "" : "s",
-		       (double)(bench_now_ns() - t_start) / 1e9, load0,
-		       bench_loadavg());
-	}
+	bench_end(&run, NULL, 0);
 	return 0;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The seed's lock (seeds/003: the 2006 "XIOSpinLock"), ported faithfully as
- * a baseline for tools/bench/lockbench.  Do not use it for anything else:
+ * a baseline for tools/bench/lockbench.  The seed is the code aorta
+ * started from, a 2006 game server's (its thread pools: seed_pools.h).  Do not use it for anything else:
  * it is what aorta's lock must beat.
  *
  *	phase 1: 4000 times { CAS 0 -> 1; PAUSE }
