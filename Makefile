@@ -238,8 +238,8 @@ $(test-bins): $(out)tests/%: $(out)tests/%.o $(test-helpers) $(lib-a)
 PHONY += tests check check-run installcheck
 tests: $(test-bins)
 
-# The ABI and install checks first, so that the run ends with the CMocka
-# runners' summaries.
+# The ABI, README, man and install checks first, so that the run ends
+# with the CMocka runners' summaries.
 # deps runs to completion before anything is compiled, even with -j.
 check: deps
 	$(Q)$(MAKE) check-run
@@ -254,6 +254,7 @@ endif
 check-run: $(test-bins) $(tool-bins)
 ifeq ($(SANITIZE),)
 	$(Q)sh tests/symbols-test.sh "$(out)"
+	$(Q)sh tests/readme-test.sh
 	$(Q)$(MAKE) mancheck
 	$(Q)$(MAKE) installcheck
 endif
