@@ -240,8 +240,8 @@ $(out)tests/test_tools: $(out)tools/bench/child.o
 PHONY += tests check check-run installcheck
 tests: $(test-bins)
 
-# The ABI and install checks first, so that the run ends with the CMocka
-# runners' summaries.
+# The ABI, README, man and install checks first, so that the run ends
+# with the CMocka runners' summaries.
 # deps runs to completion before anything is compiled, even with -j.
 check: deps
 	$(Q)$(MAKE) check-run
@@ -256,6 +256,7 @@ endif
 check-run: $(test-bins) $(tool-bins)
 ifeq ($(SANITIZE),)
 	$(Q)sh tests/symbols-test.sh "$(out)"
+	$(Q)sh tests/readme-test.sh
 	$(Q)$(MAKE) mancheck
 	$(Q)$(MAKE) installcheck
 endif

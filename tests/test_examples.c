@@ -2,9 +2,11 @@
 /*
  * The programs in examples/, run for a moment each: the TCP service
  * answers in upper case (over IPv4, IPv6 and a dual-stack listener), the
- * chat room broadcasts a message to every member and announces who leaves,
- * the fork-join sort sorts (with one worker too), the lock example's book
- * adds up, and the timers fire late, never early, and tick in order.  Each server stops cleanly on SIGTERM (exit status 0).
+ * README's embedding echoes len16 packets and counts them per connection,
+ * the chat room broadcasts a message to every member and announces who
+ * leaves, the fork-join sort sorts (with one worker too), the lock
+ * example's book adds up, and the timers fire late, never early, and tick
+ * in order.  Each server stops cleanly on SIGTERM (exit status 0).
  *
  * The programs come from $AO_EXAMPLES_DIR (make check sets it to the
  * build's examples folder, built with the same sanitizer); without it
@@ -268,6 +270,33 @@ static void test_chat(void **state)
 	t_watchdog_disarm();
 }
 
+/* ---- embed (the README's snippet) ---- */
+
+static void test_embed(void **state)
+{
+	static struct child c;
+	uint8_t got[2 + 5];
+	uint16_t port;
+	int fd;
+
+	(void)state;
+	need_examples();
+	t_watchdog_arm(60, "examples: embed");
+	port = server_start(&c, "embed", "127.0.0.1");
+	fd = t_cl_connect(port);
+	for (int i = 0; i < 3; i++) {
+		chat_send(fd, "hello");
+		assert_int_equal(t_cl_read(fd, got, sizeof(got)), 0);
+		assert_memory_equal(got, "\0\5hello", sizeof(got));
+	}
+	close(fd);
+	/* Its close is counted before the stop, or by it: either way, with
+	 * the three packets. */
+	server_stop(&c);
+	assert_non_null(strstr(c.ebuf, "connection 1: 3 packets, "));
+	t_watchdog_disarm();
+}
+
 /* ---- fork_join, lock ---- */
 
 static void test_fork_join(void **state)
@@ -323,8 +352,11 @@ static void test_timers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tcp_service), cmocka_unit_test(test_chat),
-		cmocka_unit_test(test_fork_join),   cmocka_unit_test(test_lock),
+		cmocka_unit_test(test_tcp_service),
+		cmocka_unit_test(test_embed),
+		cmocka_unit_test(test_chat),
+		cmocka_unit_test(test_fork_join),
+		cmocka_unit_test(test_lock),
 		cmocka_unit_test(test_timers),
 	};
 
