@@ -31,7 +31,7 @@
 #include <aorta/io/server.h>
 #include "../common/cli.h"
 #include "../common/serve.h"
-#include "../load/proto.h"
+#include "../common/parse.h"
 #include "arena.h"
 
 #define NS 1000000000ull
@@ -42,8 +42,6 @@ enum {
 	EXIT_RUNTIME = 1, /* start failed, stop timed out, leak, inconsistent */
 	EXIT_USAGE = CLI_EXIT_USAGE,
 };
-
-const char *prog = "ao-arena";
 
 struct opts {
 	struct arena_opts a;
@@ -543,7 +541,7 @@ int main(int argc, char **argv)
 	const char *status = "ok";
 	int sfd, sig, err, rc = EXIT_OK;
 
-	cli_set_prog(argv[0]);
+	cli_set_prog("ao-arena", argv[0]);
 	parse_args(argc, argv, &s.o);
 
 	/* As ao-echo: blocked before any thread exists. */

@@ -42,7 +42,7 @@
 #include <aorta/clock.h>
 #include <aorta/compiler.h>
 #include <aorta/config.h>
-#include "../load/proto.h"
+#include "../common/parse.h"
 #include "../common/cli.h"
 #include "bots.h"
 
@@ -85,9 +85,9 @@ struct bots_worker {
 	uint64_t t_stop, t_end, last_check;
 	bool stopping; /* past t_stop */
 	struct bot_meas m;
+	struct bot_env env; /* every bot of this worker points here */
 };
 
-const char *prog = "ao-bots";
 static pthread_barrier_t barrier;
 
 static void usage(FILE *f)
@@ -308,19 +308,9 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 }
 
 /* ------------------------------------------------------------------ */
-/* What bot.c needs from us */
+/* What bot.c needs from us (the worker's struct bot_env) */
 
-struct bot_meas *bot_meas_of(struct bot *b)
-{
-	return &b->w->m;
-}
-
-const struct bots_ctx *bot_ctx_of(struct bot *b)
-{
-	return b->w->ctx;
-}
-
-void bot_mark_dirty(struct bot *b)
+static void bots_mark_dirty(struct bot *b)
 {
 	if (b->connected && !b->dead)
 		eng_mark_dirty(&b->w->eng, &b->ec);
@@ -732,12 +722,16 @@ static int worker_setup(struct bots_worker *w)
 	hist_init(&w->m.latency);
 	hist_init(&w->m.jitter);
 	hist_init(&w->m.rtt);
+	w->env.meas = &w->m;
+	w->env.ctx = w->ctx;
+	w->env.mark_dirty = bots_mark_dirty;
 	w->ops = &bots_ops;
 	w->rxlen = BOT_RXBUF;
 	for (i = 0; i < w->nbots; i++) {
 		struct bot *b = &w->bots[i];
 
 		b->w = w;
+		b->env = &w->env;
 		b->fd = -1;
 		b->id = i * o->threads + w->tid;
 		b->heap_idx = NO_HEAP;
@@ -1023,7 +1017,7 @@ int main(int argc, char **argv)
 	uint32_t i;
 	double secs;
 
-	cli_set_prog(argv[0]);
+	cli_set_prog("ao-bots", argv[0]);
 	parse_args(argc, argv, &ctx);
 	progress = cli_progress(ctx.o.progress, ctx.o.json);
 	ao_clock_calibrate();

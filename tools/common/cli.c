@@ -11,14 +11,25 @@
 #include <time.h>
 #include <unistd.h>
 #include <aorta/config.h>
-#include "../load/proto.h"
+#include "parse.h"
 #include "cli.h"
 
 #define CLI_NS 1000000000ull
 #define CLI_MS 1000000ull
 
-void cli_set_prog(const char *argv0)
+const char *prog = "ao-tool";
+void (*cli_exit_hook)(int status);
+
+static void __attribute__((noreturn)) cli_exit(int status)
 {
+	if (cli_exit_hook)
+		cli_exit_hook(status);
+	exit(status);
+}
+
+void cli_set_prog(const char *name, const char *argv0)
+{
+	prog = name;
 	if (argv0 && strrchr(argv0, '/'))
 		prog = strrchr(argv0, '/') + 1;
 	else if (argv0 && argv0[0])
@@ -34,7 +45,7 @@ void bad_usage(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(CLI_EXIT_USAGE);
+	cli_exit(CLI_EXIT_USAGE);
 }
 
 void cli_option(int c, char *const *argv, void (*print_usage)(FILE *f))
@@ -42,10 +53,10 @@ void cli_option(int c, char *const *argv, void (*print_usage)(FILE *f))
 	switch (c) {
 	case 'h':
 		print_usage(stdout);
-		exit(0);
+		cli_exit(0);
 	case 'V':
 		printf("%s %s\n", prog, AO_VERSION);
-		exit(0);
+		cli_exit(0);
 	case ':':
 		bad_usage("option '%s' needs a value", argv[optind - 1]);
 	default:
@@ -144,7 +155,7 @@ void need_uring(int r)
 			"%s: --engine=uring: io_uring is not available "
 			"here: %s\n",
 			prog, strerror(-r));
-		exit(1);
+		cli_exit(1);
 	}
 }
 

@@ -35,43 +35,8 @@
 #include <aorta/sync/spinlock.h>
 #include "../common/cli.h"
 #include "../common/serve.h"
-#include "../load/proto.h"
-
-#define NS 1000000000ull
-#define MS 1000000ull
-#define MAX_WORKERS 1024u
-#define MAX_RINGS 64u
-#define MAX_CONNS 1000000u
-
-enum {
-	EXIT_OK = 0,
-	EXIT_RUNTIME = 1, /* start failed, stop timed out, leak */
-	EXIT_USAGE = CLI_EXIT_USAGE,
-};
-
-enum mode { MODE_WORKER, MODE_RING };
-
-struct echo_opts {
-	const char *address;
-	uint16_t port;
-	unsigned int workers; /* 0: ao_cpu_count() */
-	unsigned int rings;
-	enum ao_io_backend backend;
-	enum framing framing;
-	enum mode mode;
-	enum ao_exec_kind discipline;
-	uint32_t max_packet;
-	uint32_t max_conns;
-	uint64_t idle_ns;
-	uint32_t buffers;
-	uint64_t drain_ns;
-	uint64_t stats_ns; /* 0: no periodic line */
-	bool no_assist; /* worker mode without AO_SERVER_RING_ASSIST */
-	bool json;
-	bool quiet;
-};
-
-const char *prog = "ao-echo";
+#include "../common/echo_proto.h"
+#include "echo.h"
 
 static void usage(FILE *f)
 {
@@ -150,7 +115,7 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static void parse_args(int argc, char **argv, struct echo_opts *o)
+void echo_parse_args(int argc, char **argv, struct echo_opts *o)
 {
 	int c;
 
@@ -530,7 +495,7 @@ static int start(struct echo *e)
 	return 0;
 }
 
-int main(int argc, char **argv)
+int echo_main(int argc, char **argv)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGUSR1, 0 };
 	static struct echo e;
@@ -539,8 +504,8 @@ int main(int argc, char **argv)
 	const char *status = "ok";
 	int sfd, sig, err, rc = EXIT_OK;
 
-	cli_set_prog(argv[0]);
-	parse_args(argc, argv, &e.o);
+	cli_set_prog("ao-echo", argv[0]);
+	echo_parse_args(argc, argv, &e.o);
 
 	/* Blocked before any thread exists, so every thread inherits the
 	 * mask and the signals wait for the signalfd. */

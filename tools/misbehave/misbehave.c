@@ -51,7 +51,8 @@
 #include <unistd.h>
 #include <aorta/config.h>
 #include "../common/cli.h"
-#include "../load/proto.h"
+#include "../common/echo_proto.h"
+#include "../common/parse.h"
 
 #define NS 1000000000ull
 #define MS 1000000ull
@@ -142,7 +143,6 @@ struct stats {
 	uint64_t tx_bytes, rx_bytes;
 };
 
-const char *prog = "ao-misbehave";
 static struct opts o;
 static struct stats st;
 static struct mconn *conns;
@@ -956,7 +956,7 @@ int main(int argc, char **argv)
 	int n, i, rc = EXIT_OK;
 	uint32_t s;
 
-	cli_set_prog(argv[0]);
+	cli_set_prog("ao-misbehave", argv[0]);
 	parse_args(argc, argv);
 	rng_state = o.seed;
 	next_stream = o.seed << 32;
