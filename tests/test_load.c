@@ -216,8 +216,8 @@ static void test_usage(void **state)
 	assert_int_equal(run_load(NULL, "-p", "1", "-s", "70000", "-f", "len16",
 				  NULL),
 			 2);
-	assert_int_equal(run_load(NULL, "-p", "1", "--addr=10.0.0.300", NULL),
-			 2);
+	assert_int_equal(
+		run_load(NULL, "-p", "1", "--address=10.0.0.300", NULL), 2);
 	assert_int_equal(run_load(NULL, "-p", "1", "stray", NULL), 2);
 	assert_int_equal(
 		run_load(NULL, "-p", "1", "--progress=sometimes", NULL), 2);

@@ -35,7 +35,7 @@ csv=$out_dir/demo-game-latency.csv
 png=$out_dir/demo-game-latency.png
 
 demo_start "ao-arena on 127.0.0.1 under ao-bots, $players players, $duration"
-demo_run --addr=127.0.0.1 --port="$port" --players="$players" \
+demo_run --address=127.0.0.1 --port="$port" --players="$players" \
 	--duration="$duration" --hist="$csv"
 demo_stop "1 verification failures or errors, 2 usage, 3 could not connect"
 

@@ -86,6 +86,7 @@ struct bots_worker {
 	bool stopping; /* past t_stop */
 	struct bot_meas m;
 	struct bot_env env; /* every bot of this worker points here */
+	int connect_err; /* errno of the first failed connect, or 0 */
 };
 
 static pthread_barrier_t barrier;
@@ -97,12 +98,12 @@ static void usage(FILE *f)
 		"Play ao-arena with a swarm of bots; verify and measure what they see.\n"
 		"\n"
 		"Target:\n"
-		"  -a, --addr=ADDR       server address (default 127.0.0.1; IPv4 or IPv6,\n"
+		"  -a, --address=ADDR    server address (default 127.0.0.1; IPv4 or IPv6,\n"
 		"                        ::1 or [::1])\n"
 		"  -p, --port=PORT       server port (required)\n"
 		"Bots:\n"
-		"  -n, --players=N       bots, one connection each (default 100)\n"
-		"  -r, --rate=R          inputs per second per bot (default 0: the\n"
+		"      --players=N       bots, one connection each (default 100)\n"
+		"  -R, --rate=R          inputs per second per bot (default 0: the\n"
 		"                        server's tick rate)\n"
 		"      --chat=T          mean time between a bot's chat lines (default\n"
 		"                        5s; 0: no chat)\n"
@@ -155,10 +156,11 @@ enum {
 };
 
 static const struct option long_opts[] = {
-	{ "addr", required_argument, NULL, 'a' },
+	{ "address", required_argument, NULL, 'a' },
+	{ "addr", required_argument, NULL, 'a' }, /* the old name */
 	{ "port", required_argument, NULL, 'p' },
 	{ "players", required_argument, NULL, 'n' },
-	{ "rate", required_argument, NULL, 'r' },
+	{ "rate", required_argument, NULL, 'R' },
 	{ "chat", required_argument, NULL, OPT_CHAT },
 	{ "ping", required_argument, NULL, OPT_PING },
 	{ "duration", required_argument, NULL, 'd' },
@@ -203,7 +205,7 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 	o->check_cross = true;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":a:p:n:r:d:e:t:qhV", long_opts,
+	while ((c = getopt_long(argc, argv, ":a:p:R:d:e:t:qhV", long_opts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -218,7 +220,7 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 			o->players = (uint32_t)need_count("players", optarg, 1,
 							  MAX_PLAYERS);
 			break;
-		case 'r':
+		case 'R':
 			o->rate = need_count("rate", optarg, 0, 1000);
 			break;
 		case OPT_CHAT:
@@ -430,7 +432,11 @@ static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
 		if (b->fd >= 0)
 			close(b->fd);
 		b->fd = -1;
-		bot_fail(b, F_CONNECT, "cannot connect: %s", strerror(err));
+		/* Counted here, told once at the end (every bot would say
+		 * the same). */
+		BOT_BUMP(w->m.fail[F_CONNECT], 1);
+		if (!w->connect_err)
+			w->connect_err = err;
 		/* Try again in a second, while the run lasts. */
 		if (now + NS < w->t_stop)
 			b->t_connect = now + NS;
@@ -1012,7 +1018,7 @@ int main(int argc, char **argv)
 	pthread_t *tids;
 	uint64_t now, next_line, last_t, t_end;
 	const char *status = "ok";
-	int sfd, err, rc = EXIT_OK;
+	int sfd, err, connect_err = 0, rc = EXIT_OK;
 	bool progress, interrupted = false;
 	uint32_t i;
 	double secs;
@@ -1120,10 +1126,27 @@ int main(int argc, char **argv)
 		rc = EXIT_FAILED;
 		status = "verification failed";
 	}
-	if (!t->stat[S_CONNECTS] && t->fail[F_CONNECT]) {
+	for (i = 0; i < ctx.o.threads && !connect_err; i++)
+		connect_err = ctx.workers[i].connect_err;
+	if (connect_err && !t->stat[S_CONNECTS]) {
+		/* Not one bot got in: the reason, and no summary of zeros. */
+		fprintf(stderr, "%s: cannot connect to %s port %u: %s\n", prog,
+			ctx.o.addr, ctx.o.port, strerror(connect_err));
+		if (ctx.o.json)
+			printf("{\"tool\":\"ao-bots\",\"version\":\"%s\","
+			       "\"addr\":\"%s\",\"port\":%u,\"status\":"
+			       "\"could not connect\",\"error\":\"%s\","
+			       "\"connects\":0,\"failures\":%llu}\n",
+			       AO_VERSION, ctx.o.addr, ctx.o.port,
+			       strerror(connect_err),
+			       (unsigned long long)t->fail[F_CONNECT]);
 		rc = EXIT_CONNECT;
-		status = "could not connect";
+		goto out;
 	}
+	if (connect_err)
+		fprintf(stderr, "%s: %llu connects failed; the first: %s\n",
+			prog, (unsigned long long)t->fail[F_CONNECT],
+			strerror(connect_err));
 	if (interrupted && rc == EXIT_OK)
 		status = "interrupted";
 	if (ctx.o.json)
@@ -1133,6 +1156,7 @@ int main(int argc, char **argv)
 	if (ctx.o.hist_path &&
 	    hist_write_file(&t->latency, ctx.o.hist_path, prog))
 		rc = EXIT_FAILED;
+out:
 	for (i = 0; i < ctx.o.threads; i++)
 		worker_free(&ctx.workers[i]);
 	pthread_barrier_destroy(&barrier);

@@ -140,9 +140,10 @@ void need_addr(const char *s, uint16_t port, struct sockaddr_storage *sa,
 	       socklen_t *len)
 {
 	if (parse_addr(s, port, sa, len))
-		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address (like "
-			  "127.0.0.1, ::1 or [::1])",
-			  s);
+		bad_usage(
+			"--address: '%s' is not an IPv4 or IPv6 address (like "
+			"127.0.0.1, ::1 or [::1])",
+			s);
 }
 
 void need_uring(int r)

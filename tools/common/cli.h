@@ -67,7 +67,7 @@ int need_progress(const char *s);
  * auto when the result is not JSON and stdout is a terminal. */
 bool cli_progress(int progress, bool json);
 /*
- * --addr and --port of a client into *sa and *len (parse_addr()), or a
+ * --address and --port of a client into *sa and *len (parse_addr()), or a
  * usage error.
  */
 void need_addr(const char *s, uint16_t port, struct sockaddr_storage *sa,

@@ -67,7 +67,7 @@ static void usage(FILE *f)
 		"      --buffers=N         buffers in the pool (default 4096)\n"
 		"      --drain-timeout=T   bound of the graceful stop (default 5s)\n"
 		"Output:\n"
-		"  -s, --stats=T           a statistics line every T (default 0: never)\n"
+		"  -S, --stats=T           a statistics line every T (default 0: never)\n"
 		"      --json              statistics lines and the final report as one\n"
 		"                          JSON object per line on stdout\n"
 		"  -q, --quiet             no banner on stderr\n"
@@ -106,7 +106,7 @@ static const struct option long_opts[] = {
 	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
 	{ "buffers", required_argument, NULL, OPT_BUFFERS },
 	{ "drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT },
-	{ "stats", required_argument, NULL, 's' },
+	{ "stats", required_argument, NULL, 'S' },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "no-assist", no_argument, NULL, OPT_NO_ASSIST },
 	{ "quiet", no_argument, NULL, 'q' },
@@ -131,7 +131,7 @@ void echo_parse_args(int argc, char **argv, struct echo_opts *o)
 	o->drain_ns = 5 * NS;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":a:p:w:r:b:f:m:x:s:qhV", long_opts,
+	while ((c = getopt_long(argc, argv, ":a:p:w:r:b:f:m:x:S:qhV", long_opts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -202,7 +202,7 @@ void echo_parse_args(int argc, char **argv, struct echo_opts *o)
 						       MS,
 						       UINT32_MAX / 1000 * NS);
 			break;
-		case 's':
+		case 'S':
 			o->stats_ns = need_stats(optarg);
 			break;
 		case OPT_JSON:

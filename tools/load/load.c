@@ -55,7 +55,7 @@ static void usage(FILE *f)
 		"Load an echo server and measure its latency.\n"
 		"\n"
 		"Target:\n"
-		"  -a, --addr=ADDR       server address: IPv4 or IPv6, as 127.0.0.1, ::1\n"
+		"  -a, --address=ADDR    server address: IPv4 or IPv6, as 127.0.0.1, ::1\n"
 		"                        or [::1] (default 127.0.0.1)\n"
 		"  -p, --port=PORT       server port (required)\n"
 		"  -f, --framing=F       raw, len16 or len32 (2/4-byte length header in\n"
@@ -101,7 +101,8 @@ enum {
 };
 
 static const struct option long_opts[] = {
-	{ "addr", required_argument, NULL, 'a' },
+	{ "address", required_argument, NULL, 'a' },
+	{ "addr", required_argument, NULL, 'a' }, /* the old name */
 	{ "port", required_argument, NULL, 'p' },
 	{ "framing", required_argument, NULL, 'f' },
 	{ "connections", required_argument, NULL, 'c' },
