@@ -377,11 +377,17 @@ PHONY += bench demo
 # echobench drives ao-echo and ao-load: the tools come with the benchmarks.
 bench: $(bench-bins) $(baseline-progs) $(tool-bins)
 
+# The demos build only the two programs they run, in parallel (one job
+# per CPU unless make was given -j), after deps.
+demo-jobs = $(if $(filter -j%,$(MAKEFLAGS)),, \
+	    -j$(shell nproc 2>/dev/null || echo 2))
+
 # The demo: ao-echo under ao-load for DEMO_TIME, then the latency plot.
 DEMO_TIME ?= 10s
 PHONY += plot
 demo: deps
-	$(Q)$(MAKE) tools
+	$(Q)$(MAKE) $(demo-jobs) $(out)tools/echo/ao-echo \
+		$(out)tools/load/ao-load
 	$(Q)sh tools/demo.sh "$(abspath $(out)tools)" "$(DEMO_TIME)"
 
 # The plot of the last demo's latency CSV (needs gnuplot).
@@ -394,7 +400,8 @@ DEMO_GAME_TIME ?= 10s
 DEMO_GAME_PLAYERS ?= 500
 PHONY += demo-game
 demo-game: deps
-	$(Q)$(MAKE) tools
+	$(Q)$(MAKE) $(demo-jobs) $(out)tools/arena/ao-arena \
+		$(out)tools/bots/ao-bots
 	$(Q)sh tools/demo-game.sh "$(abspath $(out)tools)" \
 		"$(DEMO_GAME_TIME)" "$(DEMO_GAME_PLAYERS)"
 
