@@ -606,7 +606,8 @@ clean:
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
 		$(baseline-progs) $(tool-bins) $(tools-lib) $(example-bins) \
 		$(out)tests/*.log $(out)tests/install-smoke*
-	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir)
+	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir) \
+		$(out)fuzz
 
 distclean: clean
 	$(Q)rm -rf build build-*

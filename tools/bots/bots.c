@@ -267,15 +267,8 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 						       UINT32_MAX);
 			break;
 		case 'e':
-			if (!strcmp(optarg, "epoll"))
-				o->engine = ENG_EPOLL;
-			else if (!strcmp(optarg, "uring") ||
-				 !strcmp(optarg, "io_uring"))
-				o->engine = ENG_URING;
-			else
-				bad_usage(
-					"--engine: '%s' is not epoll or uring",
-					optarg);
+			o->engine = need_engine_uring(optarg) ? ENG_URING :
+								ENG_EPOLL;
 			break;
 		case 't':
 			o->threads = (uint32_t)need_count("threads", optarg, 1,

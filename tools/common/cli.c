@@ -120,6 +120,15 @@ uint64_t need_duration_in(const char *name, const char *s, uint64_t min,
 	return v;
 }
 
+bool need_engine_uring(const char *s)
+{
+	if (!strcmp(s, "epoll"))
+		return false;
+	if (!strcmp(s, "uring") || !strcmp(s, "io_uring"))
+		return true;
+	bad_usage("--engine: '%s' is not epoll or uring", s);
+}
+
 int need_progress(const char *s)
 {
 	if (!strcmp(s, "auto"))

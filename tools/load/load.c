@@ -191,15 +191,8 @@ void load_parse_args(int argc, char **argv, struct load_ctx *ctx)
 				need_duration("timeout", optarg, 1000000);
 			break;
 		case 'e':
-			if (!strcmp(optarg, "epoll"))
-				o->engine = ENGINE_EPOLL;
-			else if (!strcmp(optarg, "uring") ||
-				 !strcmp(optarg, "io_uring"))
-				o->engine = ENGINE_URING;
-			else
-				bad_usage(
-					"--engine: '%s' is not epoll or uring",
-					optarg);
+			o->engine = need_engine_uring(optarg) ? ENGINE_URING :
+								ENGINE_EPOLL;
 			break;
 		case 't':
 			o->threads = (uint32_t)need_count("threads", optarg, 1,
