@@ -124,6 +124,9 @@ cc-option = $(shell $(CC) -Werror $(1) -c -x c /dev/null -o /dev/null \
 san-cflags-thread	:= -fsanitize=thread $(call cc-option,-Wno-tsan)
 san-cflags-address	:= -fsanitize=address -fno-omit-frame-pointer
 san-cflags-undefined	:= -fsanitize=undefined -fno-sanitize-recover=all
+# make fuzz's build (clang): libFuzzer's coverage, ASan and UBSan.
+san-cflags-fuzzer	:= -fsanitize=fuzzer-no-link,address,undefined \
+			   -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 ifneq ($(SANITIZE),)
 ifeq ($(san-cflags-$(SANITIZE)),)
 $(error SANITIZE must be thread, address or undefined)
@@ -132,7 +135,7 @@ KBUILD_CFLAGS += $(san-cflags-$(SANITIZE)) -O1
 KBUILD_LDFLAGS += $(san-cflags-$(SANITIZE))
 endif
 
-c_flags = $(KBUILD_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) \
+c_flags = $(KBUILD_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) $(ccflags-y) \
 	  -MMD -MP -MF $(@:.o=.d)
 ld_flags = -pthread $(KBUILD_LDFLAGS) $(LDFLAGS)
 
@@ -225,17 +228,14 @@ $(out)libaorta.so: $(out)libaorta.so.$(SOVERSION)
 
 # ---------------------------------------------------------------------------
 # Tests: every tests/test_*.c is one CMocka runner; tests/helpers.c is
-# linked into each.
+# linked into each, and test-links-<runner> (below, with the tools) into
+# the runners that test a tool's code.
 
 test-srcs	:= $(sort $(wildcard tests/test_*.c))
 test-bins	:= $(patsubst %.c,$(out)%,$(test-srcs))
 test-helpers	:= $(out)tests/helpers.o
 
-$(test-bins): prog-libs = -lcmocka
-$(test-bins): $(out)tests/%: $(out)tests/%.o $(test-helpers) $(lib-a)
-	$(call cmd,ld_prog)
-# test_tools runs the tools as the benchmarks do.
-$(out)tests/test_tools: $(out)tools/bench/child.o
+$(test-bins): prog-libs = -lcmocka -lm
 
 PHONY += tests check check-run installcheck
 tests: $(test-bins)
@@ -281,7 +281,8 @@ mancheck: $(lib-so)
 #    baselines the benchmarks compare against (tools/bench/baseline/*.c);
 #  - tools/bench/baseline/<name>_server.c is a stand-alone baseline program;
 #  - tools/<name>/ (echo, load, ...) builds the program ao-<name> from all of
-#    its .c files.
+#    its .c files; a tool whose code a test or a fuzz target links keeps
+#    its main() alone in main.c, and the others link the rest.
 
 bench-srcs	:= $(filter-out tools/bench/bench.c tools/bench/child.c, \
 		   $(sort $(wildcard tools/bench/*.c)))
@@ -301,10 +302,12 @@ $(baseline-progs): prog-libs = -lm
 $(baseline-progs): %: %.o
 	$(call cmd,ld_prog)
 
-#  - tools/common/ is not a program: its .c files (the command line and
-#    signals, the servers' reports, the client engines, the histogram, the
-#    arena protocol) make the archive libaotools.a that every tool links,
-#    so that tools share code without copying it.
+#  - tools/common/ is not a program: its .c files (the command line, the
+#    option values and signals, the servers' reports, the client engines,
+#    the histogram, the echo and arena protocols) make the archive
+#    libaotools.a that every tool links, so that tools share code without
+#    copying it.  It uses libaorta and nothing of another tools/ folder:
+#    tools/<name> -> libaotools -> libaorta.
 
 tool-dirs	:= $(filter-out bench plot common, $(notdir $(patsubst %/,%, \
 		   $(sort $(dir $(wildcard tools/*/*.c))))))
@@ -322,6 +325,33 @@ $(out)tools/$(1)/ao-$(1): $(patsubst %.c,$(out)%.o,$(wildcard tools/$(1)/*.c)) \
 	$$(call cmd,ld_prog)
 endef
 $(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
+
+# $(call tool-objs,name): a tool's objects but its main.o.
+tool-objs = $(patsubst %.c,$(out)%.o,$(filter-out tools/$(1)/main.c, \
+	    $(wildcard tools/$(1)/*.c)))
+
+# What the runners that test a tool's code link (libaotools before
+# libaorta: static archives resolve in order).
+test-links-test_load		:= $(call tool-objs,load) $(tools-lib)
+test-links-test_load_hist	:= $(tools-lib)
+test-links-test_arena		:= $(tools-lib)
+test-links-test_arena_proto	:= $(tools-lib)
+test-links-test_tools		:= $(out)tools/bench/child.o
+test-links-test_bots		:= $(out)tools/bots/bot.o $(tools-lib)
+test-links-test_fuzz_regress	:= $(addprefix $(out)tests/fuzz/fuzz_, \
+				   framer.o load.o proto.o) \
+				   $(call tool-objs,load) $(tools-lib)
+test-links-test_fuzz_echo	:= $(out)tests/fuzz/fuzz_echo.o \
+				   $(call tool-objs,echo) $(tools-lib)
+test-links-test_fuzz_arena	:= $(out)tests/fuzz/fuzz_arena.o \
+				   $(out)tools/bots/bot.o $(tools-lib)
+
+define test_rule
+$(out)tests/$(1): $(out)tests/$(1).o $(test-helpers) $(test-links-$(1)) \
+		  $(lib-a)
+	$$(call cmd,ld_prog)
+endef
+$(foreach t,$(notdir $(test-bins)),$(eval $(call test_rule,$(t))))
 
 PHONY += tools
 tools: $(tool-bins)
@@ -349,11 +379,17 @@ PHONY += bench demo
 # echobench drives ao-echo and ao-load: the tools come with the benchmarks.
 bench: $(bench-bins) $(baseline-progs) $(tool-bins)
 
+# The demos build only the two programs they run, in parallel (one job
+# per CPU unless make was given -j), after deps.
+demo-jobs = $(if $(filter -j%,$(MAKEFLAGS)),, \
+	    -j$(shell nproc 2>/dev/null || echo 2))
+
 # The demo: ao-echo under ao-load for DEMO_TIME, then the latency plot.
 DEMO_TIME ?= 10s
 PHONY += plot
 demo: deps
-	$(Q)$(MAKE) tools
+	$(Q)$(MAKE) $(demo-jobs) $(out)tools/echo/ao-echo \
+		$(out)tools/load/ao-load
 	$(Q)sh tools/demo.sh "$(abspath $(out)tools)" "$(DEMO_TIME)"
 
 # The plot of the last demo's latency CSV (needs gnuplot).
@@ -366,18 +402,51 @@ DEMO_GAME_TIME ?= 10s
 DEMO_GAME_PLAYERS ?= 500
 PHONY += demo-game
 demo-game: deps
-	$(Q)$(MAKE) tools
+	$(Q)$(MAKE) $(demo-jobs) $(out)tools/arena/ao-arena \
+		$(out)tools/bots/ao-bots
 	$(Q)sh tools/demo-game.sh "$(abspath $(out)tools)" \
 		"$(DEMO_GAME_TIME)" "$(DEMO_GAME_PLAYERS)"
 
 # ---------------------------------------------------------------------------
 # Reliability: fuzzing (clang's libFuzzer), the soak run, the model check.
 
+# The libFuzzer targets: tests/fuzz/fuzz_<name>.c, the objects it tests
+# (fuzz-links-<name>), and entry.c compiled for it as its
+# LLVMFuzzerTestOneInput.  make fuzz builds them with clang in their own
+# folder, $(out)fuzz/ (SANITIZE=fuzzer), and runs each (tests/fuzz/run.sh);
+# make check replays their corpora (tests/test_fuzz_*.c).
 FUZZ_TIME ?= 60
 SOAK_TIME ?= 600
-PHONY += fuzz soak verify
+FUZZ_CC ?= clang
+fuzz-names	:= framer proto load echo arena
+fuzz-bins	:= $(patsubst %,$(out)tests/fuzz/fuzz_%,$(fuzz-names))
+fuzz-links-proto := $(tools-lib)
+fuzz-links-load	:= $(call tool-objs,load) $(tools-lib)
+fuzz-links-echo	:= $(call tool-objs,echo) $(tools-lib)
+fuzz-links-arena := $(out)tools/bots/bot.o $(tools-lib)
+
+$(out)tests/fuzz/entry-%.o: ccflags-y = -DFUZZ_TARGET=fuzz_$*
+$(out)tests/fuzz/entry-%.o: tests/fuzz/entry.c $(flags-file) | $(config-h)
+	$(call cmd,cc_o_c)
+
+define fuzz_rule
+$(out)tests/fuzz/fuzz_$(1): prog-libs = -fsanitize=fuzzer -lm
+$(out)tests/fuzz/fuzz_$(1): $(out)tests/fuzz/fuzz_$(1).o \
+			    $(out)tests/fuzz/entry-$(1).o \
+			    $(fuzz-links-$(1)) $(lib-a)
+	$$(call cmd,ld_prog)
+endef
+$(foreach f,$(fuzz-names),$(eval $(call fuzz_rule,$(f))))
+
+PHONY += fuzz fuzz-bins soak verify
+fuzz-bins: $(fuzz-bins)
+
 fuzz:
-	$(Q)sh tests/fuzz/run.sh "$(abspath $(out))" "$(FUZZ_TIME)"
+	$(Q)command -v $(FUZZ_CC) >/dev/null 2>&1 || \
+		{ echo "fuzz: $(FUZZ_CC) is missing: sudo apt-get install" \
+		  "clang" >&2; exit 1; }
+	$(Q)$(MAKE) O=$(out)fuzz CC=$(FUZZ_CC) SANITIZE=fuzzer fuzz-bins
+	$(Q)sh tests/fuzz/run.sh "$(abspath $(out)fuzz)" "$(FUZZ_TIME)"
 
 soak: deps
 	$(Q)$(MAKE) tools
@@ -539,7 +608,8 @@ clean:
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
 		$(baseline-progs) $(tool-bins) $(tools-lib) $(example-bins) \
 		$(out)tests/*.log $(out)tests/install-smoke*
-	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir)
+	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir) \
+		$(out)fuzz
 
 distclean: clean
 	$(Q)rm -rf build build-*
@@ -618,6 +688,6 @@ FORCE:
 
 -include $(lib-objs:.o=.d) $(test-bins:=.d) $(test-helpers:.o=.d) \
 	 $(bench-bins:=.d) $(bench-common:.o=.d) $(baseline-progs:=.d) \
-	 $(example-bins:=.d) \
+	 $(example-bins:=.d) $(out)tests/fuzz/*.d \
 	 $(foreach t,$(tool-dirs),$(patsubst %.c,$(out)%.d, \
 	 $(wildcard tools/$(t)/*.c))) $(tools-lib-objs:.o=.d)

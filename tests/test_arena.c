@@ -32,8 +32,6 @@
 #include <unistd.h>
 #include <aorta/core/timer.h>
 #include "../tools/arena/room.c"
-#include "../tools/common/arena_proto.c"
-#include "../tools/common/hist.c"
 #include "helpers.h"
 
 static struct arena *arena;

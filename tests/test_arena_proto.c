@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../tools/common/arena_proto.c"
+#include "../tools/common/arena_proto.h"
 #include "helpers.h"
 
 static uint8_t buf[64 * 1024];

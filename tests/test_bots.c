@@ -15,9 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../tools/bots/bot.c"
-#include "../tools/common/arena_proto.c"
-#include "../tools/common/hist.c"
+#include "../tools/bots/bots.h"
 #include "helpers.h"
 
 #define MS 1000000ull
@@ -25,23 +23,7 @@
 static struct bot_meas meas;
 static struct bots_ctx ctx;
 static uint64_t cross_slots[1024];
-
-struct bot_meas *bot_meas_of(struct bot *b)
-{
-	(void)b;
-	return &meas;
-}
-
-const struct bots_ctx *bot_ctx_of(struct bot *b)
-{
-	(void)b;
-	return &ctx;
-}
-
-void bot_mark_dirty(struct bot *b)
-{
-	(void)b;
-}
+static const struct bot_env env = { .meas = &meas, .ctx = &ctx };
 
 static struct bot *bot_new(uint32_t id)
 {
@@ -49,6 +31,7 @@ static struct bot *bot_new(uint32_t id)
 
 	assert_non_null(b);
 	b->id = id;
+	b->env = &env;
 	bot_start(b, 0);
 	return b;
 }
@@ -312,7 +295,7 @@ static void test_chat(void **state)
 	chat_line(b, 3, 100, 40, 9, "hi", 2);
 	chat_line(b, 3, 100, 41, 9, "there", 5);
 	assert_true(bot_send_chat(b, 0));
-	n = chat_text(b, 0, text);
+	n = bot_chat_text(b, 0, text);
 	chat_line(b, 3, 101, 42, 7, text, n);
 	assert_int_equal(fails(), 0);
 	assert_int_equal(meas.stat[S_CHAT_LINES], 3);
@@ -332,7 +315,7 @@ static void test_chat(void **state)
 	/* Our own line, changed. */
 	reset();
 	assert_true(bot_send_chat(b, 0));
-	n = chat_text(b, 1, text);
+	n = bot_chat_text(b, 1, text);
 	text[3] ^= 1;
 	chat_line(b, 3, 103, 45, 7, text, n);
 	assert_only(F_CHAT_TEXT, 1);
@@ -371,7 +354,7 @@ static void test_leave_and_rejoin(void **state)
 	assert_int_equal(b->state, B_LEAVING);
 	assert_false(bot_send_input(b, 3, 0));
 	snapshot(b, 101, 3, &e, 1, 50 * MS);
-	n = chat_text(b, 0, text);
+	n = bot_chat_text(b, 0, text);
 	chat_line(b, 3, 101, 0, 7, text, n);
 	/* Inputs sent in the room we left are not overdue outside it. */
 	bot_check_overdue(b, 100000 * MS);

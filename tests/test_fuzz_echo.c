@@ -1,24 +1,27 @@
 // SPDX-License-Identifier: MIT
 /*
  * ao-echo's command-line fuzz target in the normal build: its seed corpus
- * replayed through tests/fuzz/fuzz_echo.c (ao-echo's parse_args() compiled
- * in, its checks turned into CMocka assertions), sanitizers included.  A
- * runner of its own: ao-echo's parser shares names with ao-load's, which
- * tests/test_fuzz_regress.c compiles in.
+ * replayed through tests/fuzz/fuzz_echo.c (ao-echo's echo_parse_args()
+ * linked from tools/echo/, its checks turned into CMocka assertions),
+ * sanitizers included.  A runner of its own: it links ao-echo, where
+ * tests/test_fuzz_regress.c links ao-load.
  */
 #include <stdint.h>
+#include "../tools/echo/echo.h"
+#include "fuzz/fuzz.h"
 #include "helpers.h"
 
-#define FUZZ_CHECK(cond) assert_true(cond)
-#define AO_FUZZ_NO_ENTRY
-#include "fuzz/fuzz_echo.c"
+/* The fuzz targets' checks fail as CMocka assertions here. */
+void fuzz_check_failed(const char *file, int line, const char *cond)
+{
+	_assert_true(0, cond, file, line);
+}
 
 /* Parse a command line given as NUL-separated arguments (the fuzz input's
- * form); returns the exit status parse_args() asked for, -1 for none. */
+ * form); returns the exit status the parser asked for, -1 for none. */
 static int parse(const char *args, size_t len)
 {
-	fuzz_echo((const uint8_t *)args, len);
-	return fuzz_echo_status;
+	return fuzz_echo_status((const uint8_t *)args, len);
 }
 
 #define PARSE(lit) parse(lit, sizeof(lit) - 1)

@@ -2,20 +2,23 @@
 /*
  * The fuzz targets' checks in the normal build: every input a fuzzer
  * found a bug with, and the committed seed corpus, replayed through the
- * same harnesses (tests/fuzz/fuzz_{framer,proto,load}.c, compiled in with
+ * same harnesses (tests/fuzz/fuzz_{framer,proto,load}.c, linked with
  * their checks turned into CMocka assertions) against the library and the
  * tools as make check builds them, sanitizers included.  ao-echo's
- * command line has a runner of its own, tests/test_fuzz_echo.c: its
- * parser shares names with ao-load's, which this runner compiles in.
+ * command line and the arena have runners of their own
+ * (tests/test_fuzz_echo.c, test_fuzz_arena.c).
  */
 #include <stdint.h>
+#include <aorta/core/bufpool.h>
+#include <aorta/io/framer.h>
+#include "fuzz/fuzz.h"
 #include "helpers.h"
 
-#define FUZZ_CHECK(cond) assert_true(cond)
-#define AO_FUZZ_NO_ENTRY
-#include "fuzz/fuzz_framer.c"
-#include "fuzz/fuzz_load.c"
-#include "fuzz/fuzz_proto.c"
+/* The fuzz targets' checks fail as CMocka assertions here. */
+void fuzz_check_failed(const char *file, int line, const char *cond)
+{
+	_assert_true(0, cond, file, line);
+}
 
 /*
  * fuzz_framer: raw framing cut packets at the buffer size only, so a pool

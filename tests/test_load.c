@@ -5,7 +5,8 @@
  * every request came back and matched; then servers that corrupt a byte
  * or hang up, which must make the exit status 1.
  *
- * ao-load is compiled in (its main renamed) and each run is a child
+ * ao-load is linked in (load_main(), its main() but for the name) and
+ * each run is a child
  * process, as is the echo server, so exit() and the signal handlers stay
  * out of the runner.  The server echoes bytes as they come, which is the
  * right echo for every framing: ao-load checks the stream byte by byte.
@@ -24,17 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int ao_load_main(int argc, char **argv);
-#define main ao_load_main
-#include "../tools/load/load.c"
-#undef main
-#include "../tools/common/cli.c"
-#include "../tools/load/engine.c"
-#include "../tools/load/proto.c"
-#include "../tools/common/engine.c"
-#include "../tools/common/epoll.c"
-#include "../tools/common/hist.c"
-#include "../tools/common/uring.c"
+#include "../tools/load/load.h"
 #include "helpers.h"
 
 enum srv_mode { SRV_ECHO, SRV_FLIP, SRV_HANGUP };
@@ -166,7 +157,7 @@ static int run_load(char **out, ...)
 		child_guard(60);
 		dup2(fileno(f), 1);
 		dup2(fileno(ferr), 2);
-		exit(ao_load_main(argc, argv));
+		exit(load_main(argc, argv));
 	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -225,8 +216,8 @@ static void test_usage(void **state)
 	assert_int_equal(run_load(NULL, "-p", "1", "-s", "70000", "-f", "len16",
 				  NULL),
 			 2);
-	assert_int_equal(run_load(NULL, "-p", "1", "--addr=10.0.0.300", NULL),
-			 2);
+	assert_int_equal(
+		run_load(NULL, "-p", "1", "--address=10.0.0.300", NULL), 2);
 	assert_int_equal(run_load(NULL, "-p", "1", "stray", NULL), 2);
 	assert_int_equal(
 		run_load(NULL, "-p", "1", "--progress=sometimes", NULL), 2);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * ao-load's pure parts: the log-linear histogram (buckets, percentiles,
+ * The tools' pure parts (tools/common): the log-linear histogram (buckets, percentiles,
  * merging, CSV), the framing and payload, and the option-value parsers
  * (server addresses included).
  */
@@ -8,8 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../tools/common/hist.c"
-#include "../tools/load/proto.c"
+#include "../tools/common/echo_proto.h"
+#include "../tools/common/hist.h"
+#include "../tools/common/parse.h"
 #include "helpers.h"
 
 static struct hist *hist_new(void)

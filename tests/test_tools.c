@@ -252,9 +252,9 @@ static void test_load_bad_options(void **state)
 		{ "--connections=0", "--connections" },
 		{ "--framing=len8", "--framing" },
 		{ "--engine=kqueue", "--engine" },
-		{ "--addr=localhost", "--addr" },
-		{ "--addr=1.2.3", "--addr" },
-		{ "--addr=[::1", "--addr" },
+		{ "--address=localhost", "--address" },
+		{ "--address=1.2.3", "--address" },
+		{ "--address=[::1", "--address" },
 		{ "--duration=abc", "--duration" },
 		{ "--size=0", "--size" },
 		{ "--progress=maybe", "--progress" },
@@ -487,7 +487,7 @@ static void test_load_echo(void **state)
 
 /* ---- IPv6 ---- */
 
-/* ao-load --addr=addr with engine against port: exit 0, every one of
+/* ao-load --address=addr with engine against port: exit 0, every one of
  * requests answered and checked. */
 static void load_at(const char *addr, uint16_t port, const char *engine)
 {
@@ -499,7 +499,7 @@ static void load_at(const char *addr, uint16_t port, const char *engine)
 	};
 	int rc;
 
-	snprintf(a_arg, sizeof(a_arg), "--addr=%s", addr);
+	snprintf(a_arg, sizeof(a_arg), "--address=%s", addr);
 	snprintf(p_arg, sizeof(p_arg), "--port=%u", port);
 	snprintf(e_arg, sizeof(e_arg), "--engine=%s", engine);
 	rc = run(&load, load_path, args);
@@ -552,7 +552,7 @@ static void test_ipv6_loopback(void **state)
 	load_at("::1", port, uring_ok() ? "uring" : "epoll");
 	snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
 	{
-		const char *args[] = { "--addr=127.0.0.1", port_arg,
+		const char *args[] = { "--address=127.0.0.1", port_arg,
 				       "--timeout=2s", "-q", NULL };
 
 		assert_int_equal(run(&p, load_path, args), 3);

@@ -35,13 +35,14 @@ csv=$out_dir/demo-game-latency.csv
 png=$out_dir/demo-game-latency.png
 
 demo_start "ao-arena on 127.0.0.1 under ao-bots, $players players, $duration"
-demo_run --addr=127.0.0.1 --port="$port" --players="$players" \
+demo_run --address=127.0.0.1 --port="$port" --players="$players" \
 	--duration="$duration" --hist="$csv"
+summary=$(demo_summary inputs latency)
 demo_stop "1 verification failures or errors, 2 usage, 3 could not connect"
 
 echo
 echo "demo-game: input-to-visible latency distribution in $csv"
 sh "$here/plot/plot-latency.sh" "$csv" "$png" \
-	"ao-arena under ao-bots: input to visible, $players players, $duration" ||
-	exit 1
+	"ao-arena under ao-bots: input to visible, $players players, $duration" \
+	"$summary" || exit 1
 exit 0

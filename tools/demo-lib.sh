@@ -18,6 +18,10 @@
 #   demo_start LINE          both programs there, "<me>: LINE" on
 #                            stdout, the server started: sets port
 #   demo_run ARG...          the client with ARG... to the end: sets cli_rc
+#                            (its stdout shown and kept)
+#   demo_summary LABEL...    the client's summary lines that start with
+#                            these labels, as printed (runs of spaces cut
+#                            to two)
 #   demo_stop CLI_STATUSES   stop the server, print its final report;
 #                            exit 1 if either program failed (the client's
 #                            exit statuses explained by CLI_STATUSES)
@@ -114,14 +118,28 @@ demo_start() {
 }
 
 demo_run() {
+	# Its stdout goes through tee, kept for demo_summary; progress lines
+	# as if it wrote to the terminal itself.
+	progress=--progress=never
+	[ -t 1 ] && progress=--progress=always
+	mkfifo "$tmp/cli.fifo" || fail "cannot make a fifo in $tmp"
+	tee "$tmp/cli.out" <"$tmp/cli.fifo" &
+	tee_pid=$!
 	# In the background, so that a signal to this script acts at once
 	# (the shell runs traps during a wait, not during a foreground
 	# command).
-	"$cli_bin" "$@" &
+	"$cli_bin" "$progress" "$@" >"$tmp/cli.fifo" &
 	cli_pid=$!
 	wait "$cli_pid"
 	cli_rc=$?
 	cli_pid=
+	wait "$tee_pid"
+}
+
+demo_summary() {
+	for label in "$@"; do
+		grep "^  $label " "$tmp/cli.out" | head -n 1
+	done | sed 's/^ *//; s/   */  /g'
 }
 
 demo_stop() {

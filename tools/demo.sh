@@ -33,12 +33,13 @@ csv=$out_dir/demo-latency.csv
 png=$out_dir/demo-latency.png
 
 demo_start "ao-echo on 127.0.0.1 under ao-load, 64 connections, $duration"
-demo_run --addr=127.0.0.1 --port="$port" --connections=64 \
+demo_run --address=127.0.0.1 --port="$port" --connections=64 \
 	--duration="$duration" --hist="$csv"
+summary=$(demo_summary requests latency)
 demo_stop "1 errors or mismatches, 2 usage, 3 could not connect"
 
 echo
 echo "demo: latency distribution in $csv"
 sh "$here/plot/plot-latency.sh" "$csv" "$png" \
-	"ao-echo under ao-load: 64 connections, $duration" || exit 1
+	"ao-echo under ao-load: 64 connections, $duration" "$summary" || exit 1
 exit 0

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared bits of the libFuzzer targets: a check that aborts with the
- * failed condition (libFuzzer then saves the input; the CMocka replays in
- * tests/test_fuzz_regress.c and test_fuzz_echo.c define their own), and a
- * small PRNG that an input seeds, for choices (chunk sizes, failures) that
- * must replay exactly from the same input.
+ * Shared bits of the libFuzzer targets: the targets themselves (each
+ * tests/fuzz/fuzz_<name>.c defines fuzz_<name>(), which entry.c hands
+ * libFuzzer's inputs to, and the CMocka runners tests/test_fuzz_*.c
+ * replay), a check whose failure is reported by fuzz_check_failed()
+ * (entry.c: a message and abort(), so that libFuzzer saves the input; the
+ * runners: a CMocka failure), and a small PRNG that an input seeds, for
+ * choices (chunk sizes, failures) that must replay exactly from the same
+ * input.
  */
 #ifndef AORTA_TESTS_FUZZ_H
 #define AORTA_TESTS_FUZZ_H
@@ -15,16 +18,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef FUZZ_CHECK
-#define FUZZ_CHECK(cond)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			abort();                                               \
-		}                                                              \
+/* The targets: each takes one input and returns 0. */
+int fuzz_framer(const uint8_t *data, size_t size);
+int fuzz_proto(const uint8_t *data, size_t size);
+int fuzz_load(const uint8_t *data, size_t size);
+int fuzz_echo(const uint8_t *data, size_t size);
+int fuzz_arena(const uint8_t *data, size_t size);
+/* ao-echo's command line (fuzz_echo's input): the exit status its parser
+ * asked for, or -1 when it accepted the line. */
+int fuzz_echo_status(const uint8_t *data, size_t size);
+
+/* A check failed: cond (its text) at file:line. */
+void fuzz_check_failed(const char *file, int line, const char *cond);
+
+#define FUZZ_CHECK(cond)                                              \
+	do {                                                          \
+		if (!(cond))                                          \
+			fuzz_check_failed(__FILE__, __LINE__, #cond); \
 	} while (0)
-#endif
 
 /* xorshift64*: never seeded with 0. */
 struct fuzz_rng {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzz target: the arena protocol's parsers of outside input, compiled in
- * from tools/common/arena_proto.c and tools/bots/bot.c.
+ * Fuzz target: the arena protocol's parsers of outside input, linked from
+ * tools/common/arena_proto.c and tools/bots/bot.c.
  *
  * Byte 0 even: ap_decode() of the rest as one payload (the server decodes
  * every client frame so): it reads nothing out of bounds, and a payload it
@@ -14,33 +14,16 @@
  * refused, a frame cut by the end of the input is not one).
  */
 #include <stdlib.h>
+#include <string.h>
+#include "../../tools/bots/bots.h"
 #include "fuzz.h"
-#include "../../tools/bots/bot.c"
-#include "../../tools/common/arena_proto.c"
-#ifndef AO_FUZZ_HAVE_HIST
-#define AO_FUZZ_HAVE_HIST
-#include "../../tools/common/hist.c"
-#endif
 
 static struct bot_meas fuzz_arena_meas;
 static struct bots_ctx fuzz_arena_ctx;
-
-struct bot_meas *bot_meas_of(struct bot *b)
-{
-	(void)b;
-	return &fuzz_arena_meas;
-}
-
-const struct bots_ctx *bot_ctx_of(struct bot *b)
-{
-	(void)b;
-	return &fuzz_arena_ctx;
-}
-
-void bot_mark_dirty(struct bot *b)
-{
-	(void)b;
-}
+static const struct bot_env fuzz_arena_env = {
+	.meas = &fuzz_arena_meas,
+	.ctx = &fuzz_arena_ctx,
+};
 
 /* Encode m again; the payload's size. */
 static size_t fuzz_arena_encode(const struct ap_msg *m, uint8_t *out)
@@ -141,6 +124,7 @@ static int fuzz_arena_stream(const uint8_t *data, size_t size)
 		size--;
 	}
 	/* A bot in room 1 at tick 10, so that snapshots get checked. */
+	b->env = &fuzz_arena_env;
 	bot_start(b, 0);
 	n = ap_enc_welcome(p, 7, 20, 50, 100, 100, 8);
 	bot_on_frame(b, p, n, 0);
@@ -164,7 +148,7 @@ static int fuzz_arena_stream(const uint8_t *data, size_t size)
 	return 0;
 }
 
-static int fuzz_arena(const uint8_t *data, size_t size)
+int fuzz_arena(const uint8_t *data, size_t size)
 {
 	if (!size)
 		return 0;
@@ -172,12 +156,3 @@ static int fuzz_arena(const uint8_t *data, size_t size)
 		return fuzz_arena_decode(data + 1, size - 1);
 	return fuzz_arena_stream(data + 1, size - 1);
 }
-
-#ifndef AO_FUZZ_NO_ENTRY
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_arena(data, size);
-}
-#endif

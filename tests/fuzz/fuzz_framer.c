@@ -132,7 +132,7 @@ static void framer_check_error(struct framer_run *r, int err, size_t at)
 	}
 }
 
-static int fuzz_framer(const uint8_t *data, size_t size)
+int fuzz_framer(const uint8_t *data, size_t size)
 {
 	struct framer_run r = { 0 };
 	struct ao_framing fr = { 0 };
@@ -210,12 +210,3 @@ out:
 	FUZZ_CHECK(ao_bufpool_in_use(r.pool) == 0);
 	return 0;
 }
-
-#ifndef AO_FUZZ_NO_ENTRY
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_framer(data, size);
-}
-#endif

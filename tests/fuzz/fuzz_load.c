@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzz target: ao-load's two parsers of outside input, compiled in from
- * tools/load/ with the option helpers it calls (tools/common/cli.c) (main
- * renamed, exit() turned into a longjmp back here).
+ * Fuzz target: ao-load's two parsers of outside input, linked from
+ * tools/load/ with libaotools (a usage error's exit turned into a longjmp
+ * back here through cli_exit_hook).
  *
  * Byte 0 even: the reply verifier, conn_on_data().  One connection with
  * the framing, payload size, pipeline depth and request count the next
@@ -15,13 +15,17 @@
  * echo has no mismatch); more bytes back than were sent is a protocol
  * error that kills the connection; rx never passes tx.
  *
- * Byte 0 odd: the command line, parse_args(), with the NUL-separated
+ * Byte 0 odd: the command line, load_parse_args(), with the NUL-separated
  * arguments that follow.  A rejected command line must exit with status 2
  * (usage) or 0 (--help, --version); an accepted one must give options
  * within the ranges --help states.
  */
+#include <getopt.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdlib.h>
+#include <string.h>
+#include "../../tools/load/load.h"
 #include "fuzz.h"
 
 static jmp_buf fuzz_load_jmp;
@@ -32,23 +36,6 @@ static __attribute__((noreturn)) void fuzz_load_exit(int status)
 	fuzz_load_status = status;
 	longjmp(fuzz_load_jmp, 1);
 }
-
-int ao_load_main(int argc, char **argv);
-#define main ao_load_main
-#define exit(status) fuzz_load_exit(status)
-#include "../../tools/load/load.c"
-#include "../../tools/common/cli.c"
-#undef exit
-#undef main
-#include "../../tools/load/engine.c"
-#ifndef AO_FUZZ_HAVE_PROTO
-#define AO_FUZZ_HAVE_PROTO
-#include "../../tools/load/proto.c"
-#endif
-#include "../../tools/common/engine.c"
-#include "../../tools/common/epoll.c"
-#include "../../tools/common/hist.c"
-#include "../../tools/common/uring.c"
 
 #define LOAD_MAX_FLIPS 8
 
@@ -188,14 +175,17 @@ static void fuzz_load_parse(int argc, char **argv)
 	memset(&ctx, 0, sizeof(ctx));
 	optind = 0; /* glibc: start afresh */
 	fuzz_load_status = -1;
+	cli_exit_hook = fuzz_load_exit;
 	if (setjmp(fuzz_load_jmp)) {
+		cli_exit_hook = NULL;
 		/* EXIT_ERRORS: --engine=uring where io_uring is refused. */
 		FUZZ_CHECK(fuzz_load_status == EXIT_USAGE ||
 			   fuzz_load_status == EXIT_OK ||
 			   fuzz_load_status == EXIT_ERRORS);
 		return;
 	}
-	parse_args(argc, argv, &ctx);
+	load_parse_args(argc, argv, &ctx);
+	cli_exit_hook = NULL;
 	FUZZ_CHECK(o->port >= 1);
 	FUZZ_CHECK(o->conns >= 1 && o->conns <= MAX_CONNS);
 	FUZZ_CHECK(o->pipeline >= 1 && o->pipeline <= MAX_PIPELINE);
@@ -219,7 +209,7 @@ static int fuzz_load_args(const uint8_t *data, size_t size)
 	return 0;
 }
 
-static int fuzz_load(const uint8_t *data, size_t size)
+int fuzz_load(const uint8_t *data, size_t size)
 {
 	if (!size)
 		return 0;
@@ -227,12 +217,3 @@ static int fuzz_load(const uint8_t *data, size_t size)
 		return fuzz_load_args(data + 1, size - 1);
 	return fuzz_load_reply(data, size);
 }
-
-#ifndef AO_FUZZ_NO_ENTRY
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_load(data, size);
-}
-#endif

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzz target: the pure parsers of tools/load/proto.c, which ao-load and
- * ao-echo both use for their option values, and the request frames.
+ * Fuzz target: the tools' option-value parsers (tools/common/parse.c) and
+ * the echo stream's frames (tools/common/echo_proto.c).
  *
  * Input: byte 0 picks the function, bytes 1-16 the bounds or the frame's
  * parameters, the rest is the string (NUL-terminated copy).  Each parser
- * is compared with a reference written from proto.h's description:
+ * is compared with a reference written from parse.h's description:
  *  - parse_count/parse_size: digits, an optional k/K, m/M, g/G suffix
  *    (x1000 / x1024), the value within [min, max], nothing after;
  *  - parse_duration: digits with an optional fraction, an optional
  *    ms/s/m/h suffix, the result in ns within [min, max] (the fraction is
- *    kept to 6 digits, as proto.c documents);
+ *    kept to 6 digits, as parse.c documents);
  *  - framing_parse: exactly "raw", "len16" or "len32", and framing_name()
  *    gives the name back;
  *  - on failure the output is untouched;
@@ -21,15 +21,14 @@
  */
 #include <stdbool.h>
 #include <string.h>
+#include <stdlib.h>
+#include "../../tools/common/echo_proto.h"
+#include "../../tools/common/parse.h"
 #include "fuzz.h"
-#ifndef AO_FUZZ_HAVE_PROTO
-#define AO_FUZZ_HAVE_PROTO
-#include "../../tools/load/proto.c"
-#endif
 
 #define PROTO_SENTINEL 0x5a5a5a5a5a5a5a5aull
 
-/* proto.c stops before a digit that would take the value past
+/* parse.c stops before a digit that would take the value past
  * (UINT64_MAX - 9) / 10 * 10 + 9 (a conservative overflow test), so it
  * rejects every number from here up, although a few still fit 64 bits;
  * none of them is a sensible option value. */
@@ -173,7 +172,7 @@ static void proto_frame(const uint8_t *prm)
 	free(buf);
 }
 
-static int fuzz_proto(const uint8_t *data, size_t size)
+int fuzz_proto(const uint8_t *data, size_t size)
 {
 	uint64_t min, max, out = PROTO_SENTINEL;
 	uint8_t prm[17] = { 0 };
@@ -221,12 +220,3 @@ static int fuzz_proto(const uint8_t *data, size_t size)
 	free(s);
 	return 0;
 }
-
-#ifndef AO_FUZZ_NO_ENTRY
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_proto(data, size);
-}
-#endif

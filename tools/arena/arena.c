@@ -31,7 +31,7 @@
 #include <aorta/io/server.h>
 #include "../common/cli.h"
 #include "../common/serve.h"
-#include "../load/proto.h"
+#include "../common/parse.h"
 #include "arena.h"
 
 #define NS 1000000000ull
@@ -42,8 +42,6 @@ enum {
 	EXIT_RUNTIME = 1, /* start failed, stop timed out, leak, inconsistent */
 	EXIT_USAGE = CLI_EXIT_USAGE,
 };
-
-const char *prog = "ao-arena";
 
 struct opts {
 	struct arena_opts a;
@@ -67,9 +65,9 @@ static void usage(FILE *f)
 		"  -m, --mode=M            ring (default: parse packets on the ring\n"
 		"                          thread) or worker (on the connection's strand)\n"
 		"Game:\n"
-		"  -t, --tick-rate=HZ      ticks per second of every room (default 20)\n"
-		"  -s, --room-size=N       players per room (default 50, at most %u)\n"
-		"  -n, --max-players=N     players at once (default 10000)\n"
+		"      --tick-rate=HZ      ticks per second of every room (default 20)\n"
+		"      --room-size=N       players per room (default 50, at most %u)\n"
+		"      --max-players=N     players at once (default 10000)\n"
 		"      --stall-timeout=T   close a member skipped for T (default 2s)\n"
 		"      --copy-broadcast    a copy of each snapshot and chat line per\n"
 		"                          member, instead of one shared buffer (for\n"
@@ -158,8 +156,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	a->sndbuf = 32 * 1024;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":a:p:w:r:b:m:t:s:n:S:qhV",
-				long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":a:p:w:r:b:m:S:qhV", long_opts,
+				NULL)) != -1) {
 		switch (c) {
 		case 'a':
 			a->address = need_address(optarg);
@@ -543,7 +541,7 @@ int main(int argc, char **argv)
 	const char *status = "ok";
 	int sfd, sig, err, rc = EXIT_OK;
 
-	cli_set_prog(argv[0]);
+	cli_set_prog("ao-arena", argv[0]);
 	parse_args(argc, argv, &s.o);
 
 	/* As ao-echo: blocked before any thread exists. */

@@ -1017,8 +1017,12 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	if (err)
 		return fail("cannot create the server", err);
 	err = ao_server_start(a->srv);
-	if (err)
-		return fail("cannot listen", err);
+	if (err) {
+		fprintf(stderr, "ao-arena: cannot listen on %s port %u: %s\n",
+			a->o.address ? a->o.address : "127.0.0.1", a->o.port,
+			strerror(-err));
+		return err;
+	}
 	*out = a;
 	return 0;
 }

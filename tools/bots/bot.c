@@ -45,7 +45,7 @@ const char *bot_fail_name(enum bot_fail f)
 
 void bot_fail(struct bot *b, enum bot_fail f, const char *fmt, ...)
 {
-	struct bot_meas *m = bot_meas_of(b);
+	struct bot_meas *m = b->env->meas;
 	int n = __atomic_fetch_add(&log_count, 1, __ATOMIC_RELAXED);
 	char buf[200];
 	va_list ap;
@@ -102,7 +102,7 @@ void bot_reset(struct bot *b)
 	b->t_stall = 0;
 	if (!b->rng)
 		b->rng = 0x9e3779b9u ^ (b->id * 2654435761u) ^
-			 bot_ctx_of(b)->o.seed;
+			 b->env->ctx->o.seed;
 }
 
 bool bot_queue(struct bot *b, const uint8_t *payload, size_t len)
@@ -120,9 +120,10 @@ bool bot_queue(struct bot *b, const uint8_t *payload, size_t len)
 	for (i = 0; i < len; i++)
 		b->tx[(b->tx_end + i) & (BOT_TX - 1)] = payload[i];
 	b->tx_end += len;
-	if (bot_meas_of(b)->on)
-		BOT_BUMP(bot_meas_of(b)->stat[S_MSGS_OUT], 1);
-	bot_mark_dirty(b);
+	if (b->env->meas->on)
+		BOT_BUMP(b->env->meas->stat[S_MSGS_OUT], 1);
+	if (b->env->mark_dirty)
+		b->env->mark_dirty(b);
 	return true;
 }
 
@@ -137,7 +138,7 @@ void bot_start(struct bot *b, uint64_t now)
 	n = snprintf(name, sizeof(name), "bot-%u", b->id);
 	bot_queue(b, p, ap_enc_hello(p, name, (size_t)n));
 	b->state = B_HELLO;
-	BOT_BUMP(bot_meas_of(b)->stat[S_CONNECTS], 1);
+	BOT_BUMP(b->env->meas->stat[S_CONNECTS], 1);
 }
 
 void bot_join(struct bot *b, uint64_t now)
@@ -158,12 +159,12 @@ void bot_leave(struct bot *b, uint64_t now)
 		return;
 	b->state = B_LEAVING;
 	b->t_input = b->t_chat = b->t_churn = 0;
-	BOT_BUMP(bot_meas_of(b)->stat[S_LEAVES], 1);
+	BOT_BUMP(b->env->meas->stat[S_LEAVES], 1);
 }
 
 bool bot_send_input(struct bot *b, uint8_t dir, uint64_t now)
 {
-	struct bot_meas *m = bot_meas_of(b);
+	struct bot_meas *m = b->env->meas;
 	uint8_t p[AP_LEN_INPUT];
 	struct bot_input *in;
 
@@ -183,7 +184,7 @@ bool bot_send_input(struct bot *b, uint8_t dir, uint64_t now)
 }
 
 /* Our chat line number k: its text, 12..120 bytes, from (id, k). */
-static size_t chat_text(const struct bot *b, uint32_t k, char *out)
+size_t bot_chat_text(const struct bot *b, uint32_t k, char *out)
 {
 	size_t n = (size_t)snprintf(out, AP_CHAT_MAX + 1, "bot %u line %u ",
 				    b->id, k);
@@ -205,13 +206,13 @@ bool bot_send_chat(struct bot *b, uint64_t now)
 
 	if (b->state != B_ROOM || b->chat_tail - b->chat_head == BOT_CHATS)
 		return false;
-	n = chat_text(b, b->chat_k, text);
+	n = bot_chat_text(b, b->chat_k, text);
 	if (!bot_queue(b, p, ap_enc_chat(p, text, n)))
 		return false;
 	c = &b->chats[b->chat_tail++ & (BOT_CHATS - 1)];
 	c->k = b->chat_k++;
 	c->t_sent = now;
-	BOT_BUMP(bot_meas_of(b)->stat[S_CHATS], 1);
+	BOT_BUMP(b->env->meas->stat[S_CHATS], 1);
 	return true;
 }
 
@@ -219,7 +220,7 @@ bool bot_send_chat(struct bot *b, uint64_t now)
 
 static void on_welcome(struct bot *b, const struct ap_msg *m, uint64_t now)
 {
-	const struct bots_opts *o = &bot_ctx_of(b)->o;
+	const struct bots_opts *o = &b->env->ctx->o;
 
 	if (b->state != B_HELLO) {
 		bot_fail(b, F_PROTOCOL, "welcome out of turn");
@@ -232,7 +233,7 @@ static void on_welcome(struct bot *b, const struct ap_msg *m, uint64_t now)
 	b->room_size = m->welcome.room_size;
 	b->period_ns = 1000000000ull / m->welcome.tick_hz;
 	b->state = B_LOBBY;
-	BOT_BUMP(bot_meas_of(b)->stat[S_WELCOMES], 1);
+	BOT_BUMP(b->env->meas->stat[S_WELCOMES], 1);
 	if (o->ping_ns)
 		b->t_ping = now + around(b, o->ping_ns);
 	bot_join(b, now);
@@ -250,7 +251,7 @@ static void chats_lost(struct bot *b, const char *why)
 
 static void on_joined(struct bot *b, const struct ap_msg *m, uint64_t now)
 {
-	const struct bots_opts *o = &bot_ctx_of(b)->o;
+	const struct bots_opts *o = &b->env->ctx->o;
 	uint64_t period;
 
 	if (b->state != B_JOINING) {
@@ -279,7 +280,7 @@ static void on_joined(struct bot *b, const struct ap_msg *m, uint64_t now)
 	b->x = m->joined.x;
 	b->y = m->joined.y;
 	b->state = B_ROOM;
-	BOT_BUMP(bot_meas_of(b)->stat[S_JOINS], 1);
+	BOT_BUMP(b->env->meas->stat[S_JOINS], 1);
 
 	period = o->rate ? 1000000000ull / o->rate : b->period_ns;
 	b->t_input = now + 1 + (uint64_t)bot_rnd(b) % period;
@@ -297,7 +298,7 @@ static void on_joined(struct bot *b, const struct ap_msg *m, uint64_t now)
  * snapshot, so a mismatch is a real one. */
 static void cross_check(struct bot *b, const struct ap_msg *m)
 {
-	const struct bots_ctx *ctx = bot_ctx_of(b);
+	const struct bots_ctx *ctx = b->env->ctx;
 	unsigned int i;
 
 	for (i = 0; i < m->snap.count; i++) {
@@ -325,7 +326,7 @@ static void cross_check(struct bot *b, const struct ap_msg *m)
 /* Our entry: the seq applied, and where the inputs up to it put us. */
 static void check_self(struct bot *b, const struct ap_entry *e, uint64_t now)
 {
-	struct bot_meas *m = bot_meas_of(b);
+	struct bot_meas *m = b->env->meas;
 	uint32_t seq = e->seq;
 
 	if (seq < b->applied_seq) {
@@ -370,7 +371,7 @@ static void check_self(struct bot *b, const struct ap_entry *e, uint64_t now)
 
 static void on_snapshot(struct bot *b, const struct ap_msg *m, uint64_t now)
 {
-	struct bot_meas *meas = bot_meas_of(b);
+	struct bot_meas *meas = b->env->meas;
 	uint32_t bits[128], tick = m->snap.tick;
 	struct ap_entry e, self;
 	bool found = false;
@@ -457,7 +458,7 @@ static void on_snapshot(struct bot *b, const struct ap_msg *m, uint64_t now)
 	b->last_tick = tick;
 	b->have_tick = true;
 	b->last_arrival = now;
-	if (bot_ctx_of(b)->o.check_cross && b->id % 8 == 0)
+	if (b->env->ctx->o.check_cross && b->id % 8 == 0)
 		cross_check(b, m);
 }
 
@@ -478,7 +479,7 @@ static void on_chat_line(struct bot *b, const struct ap_msg *m)
 			 m->line.room, b->room);
 		return;
 	}
-	BOT_BUMP(bot_meas_of(b)->stat[S_CHAT_LINES], 1);
+	BOT_BUMP(b->env->meas->stat[S_CHAT_LINES], 1);
 	if (seq != b->chat_next) {
 		if (seq > b->chat_next)
 			bot_fail(b, F_CHAT_GAP,
@@ -500,7 +501,7 @@ static void on_chat_line(struct bot *b, const struct ap_msg *m)
 		return;
 	}
 	c = &b->chats[b->chat_head++ & (BOT_CHATS - 1)];
-	n = chat_text(b, c->k, text);
+	n = bot_chat_text(b, c->k, text);
 	if (n != m->line.len || memcmp(text, m->line.text, n))
 		bot_fail(b, F_CHAT_TEXT, "own chat line %u came back changed",
 			 c->k);
@@ -508,7 +509,7 @@ static void on_chat_line(struct bot *b, const struct ap_msg *m)
 
 void bot_on_frame(struct bot *b, const uint8_t *p, size_t n, uint64_t now)
 {
-	struct bot_meas *meas = bot_meas_of(b);
+	struct bot_meas *meas = b->env->meas;
 	struct ap_msg m;
 	int r;
 

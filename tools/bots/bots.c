@@ -42,7 +42,7 @@
 #include <aorta/clock.h>
 #include <aorta/compiler.h>
 #include <aorta/config.h>
-#include "../load/proto.h"
+#include "../common/parse.h"
 #include "../common/cli.h"
 #include "bots.h"
 
@@ -85,9 +85,10 @@ struct bots_worker {
 	uint64_t t_stop, t_end, last_check;
 	bool stopping; /* past t_stop */
 	struct bot_meas m;
+	struct bot_env env; /* every bot of this worker points here */
+	int connect_err; /* errno of the first failed connect, or 0 */
 };
 
-const char *prog = "ao-bots";
 static pthread_barrier_t barrier;
 
 static void usage(FILE *f)
@@ -97,12 +98,12 @@ static void usage(FILE *f)
 		"Play ao-arena with a swarm of bots; verify and measure what they see.\n"
 		"\n"
 		"Target:\n"
-		"  -a, --addr=ADDR       server address (default 127.0.0.1; IPv4 or IPv6,\n"
+		"  -a, --address=ADDR    server address (default 127.0.0.1; IPv4 or IPv6,\n"
 		"                        ::1 or [::1])\n"
 		"  -p, --port=PORT       server port (required)\n"
 		"Bots:\n"
-		"  -n, --players=N       bots, one connection each (default 100)\n"
-		"  -r, --rate=R          inputs per second per bot (default 0: the\n"
+		"      --players=N       bots, one connection each (default 100)\n"
+		"  -R, --rate=R          inputs per second per bot (default 0: the\n"
 		"                        server's tick rate)\n"
 		"      --chat=T          mean time between a bot's chat lines (default\n"
 		"                        5s; 0: no chat)\n"
@@ -155,10 +156,11 @@ enum {
 };
 
 static const struct option long_opts[] = {
-	{ "addr", required_argument, NULL, 'a' },
+	{ "address", required_argument, NULL, 'a' },
+	{ "addr", required_argument, NULL, 'a' }, /* the old name */
 	{ "port", required_argument, NULL, 'p' },
 	{ "players", required_argument, NULL, 'n' },
-	{ "rate", required_argument, NULL, 'r' },
+	{ "rate", required_argument, NULL, 'R' },
 	{ "chat", required_argument, NULL, OPT_CHAT },
 	{ "ping", required_argument, NULL, OPT_PING },
 	{ "duration", required_argument, NULL, 'd' },
@@ -203,7 +205,7 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 	o->check_cross = true;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":a:p:n:r:d:e:t:qhV", long_opts,
+	while ((c = getopt_long(argc, argv, ":a:p:R:d:e:t:qhV", long_opts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -218,7 +220,7 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 			o->players = (uint32_t)need_count("players", optarg, 1,
 							  MAX_PLAYERS);
 			break;
-		case 'r':
+		case 'R':
 			o->rate = need_count("rate", optarg, 0, 1000);
 			break;
 		case OPT_CHAT:
@@ -265,15 +267,8 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 						       UINT32_MAX);
 			break;
 		case 'e':
-			if (!strcmp(optarg, "epoll"))
-				o->engine = ENG_EPOLL;
-			else if (!strcmp(optarg, "uring") ||
-				 !strcmp(optarg, "io_uring"))
-				o->engine = ENG_URING;
-			else
-				bad_usage(
-					"--engine: '%s' is not epoll or uring",
-					optarg);
+			o->engine = need_engine_uring(optarg) ? ENG_URING :
+								ENG_EPOLL;
 			break;
 		case 't':
 			o->threads = (uint32_t)need_count("threads", optarg, 1,
@@ -308,19 +303,9 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 }
 
 /* ------------------------------------------------------------------ */
-/* What bot.c needs from us */
+/* What bot.c needs from us (the worker's struct bot_env) */
 
-struct bot_meas *bot_meas_of(struct bot *b)
-{
-	return &b->w->m;
-}
-
-const struct bots_ctx *bot_ctx_of(struct bot *b)
-{
-	return b->w->ctx;
-}
-
-void bot_mark_dirty(struct bot *b)
+static void bots_mark_dirty(struct bot *b)
 {
 	if (b->connected && !b->dead)
 		eng_mark_dirty(&b->w->eng, &b->ec);
@@ -440,7 +425,11 @@ static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
 		if (b->fd >= 0)
 			close(b->fd);
 		b->fd = -1;
-		bot_fail(b, F_CONNECT, "cannot connect: %s", strerror(err));
+		/* Counted here, told once at the end (every bot would say
+		 * the same). */
+		BOT_BUMP(w->m.fail[F_CONNECT], 1);
+		if (!w->connect_err)
+			w->connect_err = err;
 		/* Try again in a second, while the run lasts. */
 		if (now + NS < w->t_stop)
 			b->t_connect = now + NS;
@@ -732,12 +721,16 @@ static int worker_setup(struct bots_worker *w)
 	hist_init(&w->m.latency);
 	hist_init(&w->m.jitter);
 	hist_init(&w->m.rtt);
+	w->env.meas = &w->m;
+	w->env.ctx = w->ctx;
+	w->env.mark_dirty = bots_mark_dirty;
 	w->ops = &bots_ops;
 	w->rxlen = BOT_RXBUF;
 	for (i = 0; i < w->nbots; i++) {
 		struct bot *b = &w->bots[i];
 
 		b->w = w;
+		b->env = &w->env;
 		b->fd = -1;
 		b->id = i * o->threads + w->tid;
 		b->heap_idx = NO_HEAP;
@@ -1018,12 +1011,12 @@ int main(int argc, char **argv)
 	pthread_t *tids;
 	uint64_t now, next_line, last_t, t_end;
 	const char *status = "ok";
-	int sfd, err, rc = EXIT_OK;
+	int sfd, err, connect_err = 0, rc = EXIT_OK;
 	bool progress, interrupted = false;
 	uint32_t i;
 	double secs;
 
-	cli_set_prog(argv[0]);
+	cli_set_prog("ao-bots", argv[0]);
 	parse_args(argc, argv, &ctx);
 	progress = cli_progress(ctx.o.progress, ctx.o.json);
 	ao_clock_calibrate();
@@ -1126,10 +1119,27 @@ int main(int argc, char **argv)
 		rc = EXIT_FAILED;
 		status = "verification failed";
 	}
-	if (!t->stat[S_CONNECTS] && t->fail[F_CONNECT]) {
+	for (i = 0; i < ctx.o.threads && !connect_err; i++)
+		connect_err = ctx.workers[i].connect_err;
+	if (connect_err && !t->stat[S_CONNECTS]) {
+		/* Not one bot got in: the reason, and no summary of zeros. */
+		fprintf(stderr, "%s: cannot connect to %s port %u: %s\n", prog,
+			ctx.o.addr, ctx.o.port, strerror(connect_err));
+		if (ctx.o.json)
+			printf("{\"tool\":\"ao-bots\",\"version\":\"%s\","
+			       "\"addr\":\"%s\",\"port\":%u,\"status\":"
+			       "\"could not connect\",\"error\":\"%s\","
+			       "\"connects\":0,\"failures\":%llu}\n",
+			       AO_VERSION, ctx.o.addr, ctx.o.port,
+			       strerror(connect_err),
+			       (unsigned long long)t->fail[F_CONNECT]);
 		rc = EXIT_CONNECT;
-		status = "could not connect";
+		goto out;
 	}
+	if (connect_err)
+		fprintf(stderr, "%s: %llu connects failed; the first: %s\n",
+			prog, (unsigned long long)t->fail[F_CONNECT],
+			strerror(connect_err));
 	if (interrupted && rc == EXIT_OK)
 		status = "interrupted";
 	if (ctx.o.json)
@@ -1139,6 +1149,7 @@ int main(int argc, char **argv)
 	if (ctx.o.hist_path &&
 	    hist_write_file(&t->latency, ctx.o.hist_path, prog))
 		rc = EXIT_FAILED;
+out:
 	for (i = 0; i < ctx.o.threads; i++)
 		worker_free(&ctx.workers[i]);
 	pthread_barrier_destroy(&barrier);

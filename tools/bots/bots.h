@@ -115,6 +115,16 @@ struct bot_chat {
 };
 
 struct bots_worker;
+struct bot;
+struct bots_ctx;
+
+/* What a bot needs from whoever runs it (bots.c, or a test). */
+struct bot_env {
+	struct bot_meas *meas; /* the bot's thread's measurements */
+	const struct bots_ctx *ctx; /* the options, the shared checks */
+	/* The bot has bytes to send (NULL: nothing to do). */
+	void (*mark_dirty)(struct bot *b);
+};
 
 struct bot {
 	union { /* the engine's part: fd, dead, dirty, ... */
@@ -123,7 +133,8 @@ struct bot {
 			ENG_CONN_MEMBERS
 		};
 	};
-	struct bots_worker *w;
+	const struct bot_env *env; /* set before bot_start() */
+	struct bots_worker *w; /* bots.c's */
 	uint32_t id; /* 0..players-1 */
 	enum bot_state state;
 	bool stall; /* this bot stops reading (--stall) */
@@ -241,19 +252,13 @@ void bot_leave(struct bot *b, uint64_t now);
 void bot_join(struct bot *b, uint64_t now);
 /* Checks that need time: inputs and chat lines overdue by now. */
 void bot_check_overdue(struct bot *b, uint64_t now);
+/* Our chat line number k: its text (12..120 bytes) into out; its size. */
+size_t bot_chat_text(const struct bot *b, uint32_t k, char *out);
 /* The bot's own random numbers (xorshift32 on b->rng). */
 uint32_t bot_rnd(struct bot *b);
 /* Count a failure (and log the first few). */
 void bot_fail(struct bot *b, enum bot_fail f, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-
-/* ---- provided by the program (bots.c), or a test ---- */
-
-/* The bot's thread's measurements and options. */
-struct bot_meas *bot_meas_of(struct bot *b);
-const struct bots_ctx *bot_ctx_of(struct bot *b);
-/* The bot has bytes to send. */
-void bot_mark_dirty(struct bot *b);
 
 /* A relaxed counter bump (one writer per counter). */
 #define BOT_BUMP(x, n)                                                        \

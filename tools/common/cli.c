@@ -11,14 +11,25 @@
 #include <time.h>
 #include <unistd.h>
 #include <aorta/config.h>
-#include "../load/proto.h"
+#include "parse.h"
 #include "cli.h"
 
 #define CLI_NS 1000000000ull
 #define CLI_MS 1000000ull
 
-void cli_set_prog(const char *argv0)
+const char *prog = "ao-tool";
+void (*cli_exit_hook)(int status);
+
+static void __attribute__((noreturn)) cli_exit(int status)
 {
+	if (cli_exit_hook)
+		cli_exit_hook(status);
+	exit(status);
+}
+
+void cli_set_prog(const char *name, const char *argv0)
+{
+	prog = name;
 	if (argv0 && strrchr(argv0, '/'))
 		prog = strrchr(argv0, '/') + 1;
 	else if (argv0 && argv0[0])
@@ -34,7 +45,7 @@ void bad_usage(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(CLI_EXIT_USAGE);
+	cli_exit(CLI_EXIT_USAGE);
 }
 
 void cli_option(int c, char *const *argv, void (*print_usage)(FILE *f))
@@ -42,10 +53,10 @@ void cli_option(int c, char *const *argv, void (*print_usage)(FILE *f))
 	switch (c) {
 	case 'h':
 		print_usage(stdout);
-		exit(0);
+		cli_exit(0);
 	case 'V':
 		printf("%s %s\n", prog, AO_VERSION);
-		exit(0);
+		cli_exit(0);
 	case ':':
 		bad_usage("option '%s' needs a value", argv[optind - 1]);
 	default:
@@ -109,6 +120,15 @@ uint64_t need_duration_in(const char *name, const char *s, uint64_t min,
 	return v;
 }
 
+bool need_engine_uring(const char *s)
+{
+	if (!strcmp(s, "epoll"))
+		return false;
+	if (!strcmp(s, "uring") || !strcmp(s, "io_uring"))
+		return true;
+	bad_usage("--engine: '%s' is not epoll or uring", s);
+}
+
 int need_progress(const char *s)
 {
 	if (!strcmp(s, "auto"))
@@ -129,9 +149,10 @@ void need_addr(const char *s, uint16_t port, struct sockaddr_storage *sa,
 	       socklen_t *len)
 {
 	if (parse_addr(s, port, sa, len))
-		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address (like "
-			  "127.0.0.1, ::1 or [::1])",
-			  s);
+		bad_usage(
+			"--address: '%s' is not an IPv4 or IPv6 address (like "
+			"127.0.0.1, ::1 or [::1])",
+			s);
 }
 
 void need_uring(int r)
@@ -144,7 +165,7 @@ void need_uring(int r)
 			"%s: --engine=uring: io_uring is not available "
 			"here: %s\n",
 			prog, strerror(-r));
-		exit(1);
+		cli_exit(1);
 	}
 }
 

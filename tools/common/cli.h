@@ -2,18 +2,18 @@
 /*
  * What the tools' command lines share (ao-echo, ao-load, ao-misbehave,
  * ao-arena, ao-bots): the program's name in messages, the usage error,
- * option values that must parse (through tools/load/proto.h) or the
+ * option values that must parse (through parse.h) or the
  * program stops with status 2, the clock, and how signals are taken
  * (read from a signalfd, or caught by a handler).
  *
- * Each tool defines prog (const char *prog = "ao-echo";) and sets it
- * from argv[0] first thing: cli_set_prog(argv[0]).
+ * Each tool names itself first thing in main():
+ * cli_set_prog("ao-echo", argv[0]).
  *
  * A usage error prints "<prog>: <message>" and "Try '<prog> --help'." on
- * stderr and exits with CLI_EXIT_USAGE.  The fuzz targets and tests that
- * compile a tool's parse_args() in (tests/fuzz/fuzz_echo.c, fuzz_load.c,
- * tests/test_load.c) compile this file in with it, under the same exit()
- * they give the tool.
+ * stderr and exits with CLI_EXIT_USAGE.  Every exit of this file goes
+ * through cli_exit_hook when it is set: the fuzz targets and tests that
+ * call a tool's argument parser set it to a function that jumps back to
+ * them.
  */
 #ifndef AO_TOOLS_CLI_H
 #define AO_TOOLS_CLI_H
@@ -25,10 +25,13 @@
 
 #define CLI_EXIT_USAGE 2 /* every tool's EXIT_USAGE */
 
+/* The program's name in messages (cli_set_prog()). */
 extern const char *prog;
+/* Called instead of exit() when set; it must not return. */
+extern void (*cli_exit_hook)(int status);
 
-/* prog = argv0 without its folders, when there is one. */
-void cli_set_prog(const char *argv0);
+/* prog = argv0 without its folders, when there is one, else name. */
+void cli_set_prog(const char *name, const char *argv0);
 
 void bad_usage(const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 1, 2)));
@@ -58,13 +61,15 @@ uint64_t need_size(const char *name, const char *s, uint64_t min, uint64_t max);
 uint64_t need_duration(const char *name, const char *s, uint64_t min);
 uint64_t need_duration_in(const char *name, const char *s, uint64_t min,
 			  uint64_t max);
+/* --engine=epoll or uring (io_uring): false or true. */
+bool need_engine_uring(const char *s);
 /* --progress=auto, always or never: -1, 1 or 0. */
 int need_progress(const char *s);
 /* Whether to print progress lines: --progress (need_progress()), or with
  * auto when the result is not JSON and stdout is a terminal. */
 bool cli_progress(int progress, bool json);
 /*
- * --addr and --port of a client into *sa and *len (parse_addr()), or a
+ * --address and --port of a client into *sa and *len (parse_addr()), or a
  * usage error.
  */
 void need_addr(const char *s, uint16_t port, struct sockaddr_storage *sa,

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
-#include "../load/proto.h"
+#include "parse.h"
 #include "cli.h"
 #include "serve.h"
 

@@ -35,43 +35,8 @@
 #include <aorta/sync/spinlock.h>
 #include "../common/cli.h"
 #include "../common/serve.h"
-#include "../load/proto.h"
-
-#define NS 1000000000ull
-#define MS 1000000ull
-#define MAX_WORKERS 1024u
-#define MAX_RINGS 64u
-#define MAX_CONNS 1000000u
-
-enum {
-	EXIT_OK = 0,
-	EXIT_RUNTIME = 1, /* start failed, stop timed out, leak */
-	EXIT_USAGE = CLI_EXIT_USAGE,
-};
-
-enum mode { MODE_WORKER, MODE_RING };
-
-struct echo_opts {
-	const char *address;
-	uint16_t port;
-	unsigned int workers; /* 0: ao_cpu_count() */
-	unsigned int rings;
-	enum ao_io_backend backend;
-	enum framing framing;
-	enum mode mode;
-	enum ao_exec_kind discipline;
-	uint32_t max_packet;
-	uint32_t max_conns;
-	uint64_t idle_ns;
-	uint32_t buffers;
-	uint64_t drain_ns;
-	uint64_t stats_ns; /* 0: no periodic line */
-	bool no_assist; /* worker mode without AO_SERVER_RING_ASSIST */
-	bool json;
-	bool quiet;
-};
-
-const char *prog = "ao-echo";
+#include "../common/echo_proto.h"
+#include "echo.h"
 
 static void usage(FILE *f)
 {
@@ -102,7 +67,7 @@ static void usage(FILE *f)
 		"      --buffers=N         buffers in the pool (default 4096)\n"
 		"      --drain-timeout=T   bound of the graceful stop (default 5s)\n"
 		"Output:\n"
-		"  -s, --stats=T           a statistics line every T (default 0: never)\n"
+		"  -S, --stats=T           a statistics line every T (default 0: never)\n"
 		"      --json              statistics lines and the final report as one\n"
 		"                          JSON object per line on stdout\n"
 		"  -q, --quiet             no banner on stderr\n"
@@ -141,7 +106,7 @@ static const struct option long_opts[] = {
 	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
 	{ "buffers", required_argument, NULL, OPT_BUFFERS },
 	{ "drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT },
-	{ "stats", required_argument, NULL, 's' },
+	{ "stats", required_argument, NULL, 'S' },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "no-assist", no_argument, NULL, OPT_NO_ASSIST },
 	{ "quiet", no_argument, NULL, 'q' },
@@ -150,7 +115,7 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static void parse_args(int argc, char **argv, struct echo_opts *o)
+void echo_parse_args(int argc, char **argv, struct echo_opts *o)
 {
 	int c;
 
@@ -166,7 +131,7 @@ static void parse_args(int argc, char **argv, struct echo_opts *o)
 	o->drain_ns = 5 * NS;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":a:p:w:r:b:f:m:x:s:qhV", long_opts,
+	while ((c = getopt_long(argc, argv, ":a:p:w:r:b:f:m:x:S:qhV", long_opts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -237,7 +202,7 @@ static void parse_args(int argc, char **argv, struct echo_opts *o)
 						       MS,
 						       UINT32_MAX / 1000 * NS);
 			break;
-		case 's':
+		case 'S':
 			o->stats_ns = need_stats(optarg);
 			break;
 		case OPT_JSON:
@@ -530,7 +495,7 @@ static int start(struct echo *e)
 	return 0;
 }
 
-int main(int argc, char **argv)
+int echo_main(int argc, char **argv)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGUSR1, 0 };
 	static struct echo e;
@@ -539,8 +504,8 @@ int main(int argc, char **argv)
 	const char *status = "ok";
 	int sfd, sig, err, rc = EXIT_OK;
 
-	cli_set_prog(argv[0]);
-	parse_args(argc, argv, &e.o);
+	cli_set_prog("ao-echo", argv[0]);
+	echo_parse_args(argc, argv, &e.o);
 
 	/* Blocked before any thread exists, so every thread inherits the
 	 * mask and the signals wait for the signalfd. */

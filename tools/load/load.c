@@ -39,16 +39,12 @@
 
 #define NS 1000000000ull
 #define CHECK_NS (100 * 1000000ull) /* timeouts, the stop flag */
-#define MAX_CONNS 1000000u
-#define MAX_PIPELINE 65536u
-#define MAX_THREADS 1024u
 #define MAX_LOG 8 /* connection messages per run, then a count */
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define BUMP(x, n) STORE(x, (x) + (n))
 
-const char *prog = "ao-load";
 static volatile sig_atomic_t got_signal;
 static int log_count; /* atomic */
 
@@ -59,7 +55,7 @@ static void usage(FILE *f)
 		"Load an echo server and measure its latency.\n"
 		"\n"
 		"Target:\n"
-		"  -a, --addr=ADDR       server address: IPv4 or IPv6, as 127.0.0.1, ::1\n"
+		"  -a, --address=ADDR    server address: IPv4 or IPv6, as 127.0.0.1, ::1\n"
 		"                        or [::1] (default 127.0.0.1)\n"
 		"  -p, --port=PORT       server port (required)\n"
 		"  -f, --framing=F       raw, len16 or len32 (2/4-byte length header in\n"
@@ -105,7 +101,8 @@ enum {
 };
 
 static const struct option long_opts[] = {
-	{ "addr", required_argument, NULL, 'a' },
+	{ "address", required_argument, NULL, 'a' },
+	{ "addr", required_argument, NULL, 'a' }, /* the old name */
 	{ "port", required_argument, NULL, 'p' },
 	{ "framing", required_argument, NULL, 'f' },
 	{ "connections", required_argument, NULL, 'c' },
@@ -127,7 +124,7 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static void parse_args(int argc, char **argv, struct load_ctx *ctx)
+void load_parse_args(int argc, char **argv, struct load_ctx *ctx)
 {
 	struct load_opts *o = &ctx->o;
 	bool have_port = false, have_duration = false;
@@ -194,15 +191,8 @@ static void parse_args(int argc, char **argv, struct load_ctx *ctx)
 				need_duration("timeout", optarg, 1000000);
 			break;
 		case 'e':
-			if (!strcmp(optarg, "epoll"))
-				o->engine = ENGINE_EPOLL;
-			else if (!strcmp(optarg, "uring") ||
-				 !strcmp(optarg, "io_uring"))
-				o->engine = ENGINE_URING;
-			else
-				bad_usage(
-					"--engine: '%s' is not epoll or uring",
-					optarg);
+			o->engine = need_engine_uring(optarg) ? ENGINE_URING :
+								ENGINE_EPOLL;
 			break;
 		case 't':
 			o->threads = (uint32_t)need_count("threads", optarg, 1,
@@ -809,7 +799,7 @@ static void print_json(const struct load_ctx *ctx, const struct totals *t,
 	       hist_mean(&t->hist));
 }
 
-int main(int argc, char **argv)
+int load_main(int argc, char **argv)
 {
 	static struct load_ctx ctx;
 	struct worker_arg *args;
@@ -822,8 +812,8 @@ int main(int argc, char **argv)
 	bool progress, interrupted = false;
 	double secs;
 
-	cli_set_prog(argv[0]);
-	parse_args(argc, argv, &ctx);
+	cli_set_prog("ao-load", argv[0]);
+	load_parse_args(argc, argv, &ctx);
 	progress = cli_progress(ctx.o.progress, ctx.o.json);
 	ao_clock_calibrate();
 

@@ -20,9 +20,13 @@
 #include "../common/cli.h"
 #include "../common/engine.h"
 #include "../common/hist.h"
-#include "proto.h"
+#include "../common/echo_proto.h"
 
 enum engine { ENGINE_EPOLL, ENGINE_URING };
+
+#define MAX_CONNS 1000000u
+#define MAX_PIPELINE 65536u
+#define MAX_THREADS 1024u
 
 enum {
 	EXIT_OK = 0,
@@ -153,5 +157,10 @@ void engine_uring_free(struct worker *w);
 /* 0 if the io_uring engine can run here; -ENOSYS when it is not compiled
  * in (no liburing at build time), or why the kernel refused a ring. */
 int engine_uring_probe(void);
+
+/* The command line into ctx (options, address), or a usage error. */
+void load_parse_args(int argc, char **argv, struct load_ctx *ctx);
+/* The whole program: its exit status. */
+int load_main(int argc, char **argv);
 
 #endif /* AO_LOAD_H */

@@ -51,7 +51,8 @@
 #include <unistd.h>
 #include <aorta/config.h>
 #include "../common/cli.h"
-#include "../load/proto.h"
+#include "../common/echo_proto.h"
+#include "../common/parse.h"
 
 #define NS 1000000000ull
 #define MS 1000000ull
@@ -142,7 +143,6 @@ struct stats {
 	uint64_t tx_bytes, rx_bytes;
 };
 
-const char *prog = "ao-misbehave";
 static struct opts o;
 static struct stats st;
 static struct mconn *conns;
@@ -193,12 +193,12 @@ static void usage(FILE *f)
 		"             own bytes in order, disconnects at a random point\n"
 		"\n"
 		"Options:\n"
-		"  -a, --addr=ADDR       server address (default 127.0.0.1; loopback only)\n"
+		"  -a, --address=ADDR    server address (default 127.0.0.1; loopback only)\n"
 		"  -p, --port=PORT       server port (required)\n"
 		"  -m, --mode=MODE       one of the modes above (required)\n"
 		"  -f, --framing=F       raw, len16 or len32 (default raw), as ao-load\n"
 		"  -c, --connections=N   connections at once (default 100)\n"
-		"  -n, --count=N         connections in all (truncate, reset, churn;\n"
+		"      --count=N         connections in all (truncate, reset, churn;\n"
 		"                        default: --connections, churn: until\n"
 		"                        --duration)\n"
 		"  -d, --duration=T      bound of the run (default 10s; ms, s, m, h)\n"
@@ -239,7 +239,8 @@ enum {
 };
 
 static const struct option long_opts[] = {
-	{ "addr", required_argument, NULL, 'a' },
+	{ "address", required_argument, NULL, 'a' },
+	{ "addr", required_argument, NULL, 'a' }, /* the old name */
 	{ "port", required_argument, NULL, 'p' },
 	{ "mode", required_argument, NULL, 'm' },
 	{ "framing", required_argument, NULL, 'f' },
@@ -269,11 +270,11 @@ static void set_addr(const char *s)
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&o.sa;
 
 	if (parse_addr(s, o.port, &o.sa, &o.salen))
-		bad_usage("--addr: '%s' is not an IPv4 or IPv6 address", s);
+		bad_usage("--address: '%s' is not an IPv4 or IPv6 address", s);
 	if (o.sa.ss_family == AF_INET ?
 		    (ntohl(sin->sin_addr.s_addr) >> 24) != 127 :
 		    !IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr))
-		bad_usage("--addr: %s is not a loopback address", s);
+		bad_usage("--address: %s is not a loopback address", s);
 }
 
 static void parse_args(int argc, char **argv)
@@ -296,7 +297,7 @@ static void parse_args(int argc, char **argv)
 	o.seed = 1;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":a:p:m:f:c:n:d:s:i:qhV", long_opts,
+	while ((c = getopt_long(argc, argv, ":a:p:m:f:c:d:s:i:qhV", long_opts,
 				NULL)) != -1) {
 		switch (c) {
 		case 'a':
@@ -956,7 +957,7 @@ int main(int argc, char **argv)
 	int n, i, rc = EXIT_OK;
 	uint32_t s;
 
-	cli_set_prog(argv[0]);
+	cli_set_prog("ao-misbehave", argv[0]);
 	parse_args(argc, argv);
 	rng_state = o.seed;
 	next_stream = o.seed << 32;

@@ -5,10 +5,17 @@
 #
 #   gnuplot -e "infile='lat.csv'; outfile='lat.png'" tools/plot/latency.gp
 # (tools/plot/plot-latency.sh does this and checks for gnuplot first.)
+#
+# The title's figures are the program's own: summary, when given, is the
+# summary it printed (the demos pass its count and latency lines), so the
+# plot and the terminal never disagree.  Without it, the title gives only
+# the number of samples in the CSV: the CSV's values are bucket bounds
+# (within 0.8%), not the exact max the program printed.
 
 if (!exists("infile")) infile = "latency.csv"
 if (!exists("outfile")) outfile = "latency.png"
 if (!exists("plottitle")) plottitle = "ao-load latency distribution"
+if (!exists("summary")) summary = ""
 
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
 	set terminal pngcairo size 1000,600 enhanced font ",10"
@@ -19,12 +26,15 @@ set output outfile
 set datafile separator ","
 set key autotitle columnhead
 
-stats infile using 2 nooutput name "LAT"
 stats infile using 4 nooutput name "CUM"
-maxus = LAT_max / 1000.0
 
-set title sprintf("%s (%.0f requests, max %.1f us)", plottitle, CUM_max, \
-		  maxus)
+if (strlen(summary) > 0) {
+	set title sprintf("%s\n%s", plottitle, summary) noenhanced
+} else {
+	set title sprintf("%s (%.0f samples)", plottitle, CUM_max) noenhanced
+}
+# Room on the right for the last percentile label, centred on the edge.
+set rmargin 8
 set logscale x 10
 set logscale y 10
 set grid xtics ytics mytics

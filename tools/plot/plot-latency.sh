@@ -1,10 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Render the latency CSV of `ao-load --hist FILE` to a PNG.
+# Render the latency CSV of `ao-load --hist FILE` (or ao-bots') to a PNG.
 #
-#   tools/plot/plot-latency.sh LATENCY.csv [OUT.png] [TITLE]
+#   tools/plot/plot-latency.sh LATENCY.csv [OUT.png] [TITLE] [SUMMARY]
 #
-# OUT.png defaults to the CSV's name with .png.  Without gnuplot, says how
+# OUT.png defaults to the CSV's name with .png.  SUMMARY, the figures the
+# program printed (its count and latency lines, one per line), goes under
+# the title as given; without it the title says how many samples the CSV
+# holds.  Without gnuplot, says how
 # to get it and exits 0 (the CSV is still there), so `make demo` succeeds
 # on a machine without it.  Exit 2 for a bad command line, 1 if gnuplot
 # fails.
@@ -12,7 +15,7 @@ set -u
 here=$(dirname "$0")
 
 usage() {
-	echo "Usage: $0 LATENCY.csv [OUT.png] [TITLE]"
+	echo "Usage: $0 LATENCY.csv [OUT.png] [TITLE] [SUMMARY]"
 	echo "Render ao-load's --hist CSV to a PNG (needs gnuplot)."
 }
 
@@ -26,11 +29,12 @@ case "${1:-}" in
 	exit 2
 	;;
 esac
-[ $# -le 3 ] || { usage >&2; exit 2; }
+[ $# -le 4 ] || { usage >&2; exit 2; }
 
 csv=$1
 png=${2:-${csv%.csv}.png}
 title=${3:-ao-load latency distribution}
+summary=${4:-}
 
 if [ ! -r "$csv" ]; then
 	echo "plot: cannot read $csv" >&2
@@ -51,8 +55,14 @@ q() {
 	printf "%s" "$1" | sed "s/'/''/g"
 }
 
+# The same for a double-quoted one, its newlines as \n.
+qq() {
+	printf "%s\n" "$1" | sed 's/[\\"]/\\&/g' |
+		awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }'
+}
+
 if gnuplot -e "infile='$(q "$csv")'; outfile='$(q "$png")'; \
-plottitle='$(q "$title")'" "$here/latency.gp"; then
+plottitle='$(q "$title")'; summary=\"$(qq "$summary")\"" "$here/latency.gp"; then
 	echo "plot: wrote $png"
 else
 	echo "plot: gnuplot failed on $csv" >&2
