@@ -884,33 +884,52 @@ struct ao_buf *ao_buf_ref(struct ao_buf *b)
 	return b;
 }
 
-static inline void release(struct ao_bufpool *pool, struct ao_buf *b)
+/* A last put onto c, the calling thread's cache (slot + 1 == slot1). */
+static __ao_always_inline void put_cached(struct ao_bufpool *pool,
+					  struct tcache *c, struct ao_buf *b,
+					  uint32_t slot1)
 {
-	struct tcache *c;
+	uint32_t o = b->owner;
+
+	held_inc(c->puts, 1);
+	if (unlikely(o != slot1) && o && remote_push(pool, b, o)) {
+		held_inc(c->rfrees, 1);
+		return;
+	}
+	b->next = c->top;
+	c->top = b;
+	if (unlikely(++c->n > pool->ccap))
+		cache_flush(pool, c);
+}
+
+/* The thread has no slot yet, or no cache here, or a thread waits. */
+static __ao_noinline void release_slow(struct ao_bufpool *pool,
+				       struct ao_buf *b)
+{
+	struct tcache *c = my_cache(pool);
+
+	/* While a thread waits, puts go to the shards, which it scans. */
+	if (c && !__atomic_load_n(&pool->nwaiters, __ATOMIC_RELAXED))
+		put_cached(pool, c, b, tc_slot);
+	else
+		release_shard(pool, b);
+}
+
+static __ao_always_inline void release(struct ao_bufpool *pool,
+				       struct ao_buf *b)
+{
+	uint32_t slot1 = tc_slot, s = slot1 - 1;
 
 	if (AO_CONFIG_DEBUG) {
 		WRITE_ONCE(b->magic, MAGIC_FREE);
 		memset(b->data, POISON_FREE, b->cap);
 	}
 	poison(b->data, pool->stride);
-	c = my_cache(pool);
-	/* While a thread waits, puts go to the shards, which it scans. */
-	if (likely(c) &&
-	    likely(!__atomic_load_n(&pool->nwaiters, __ATOMIC_RELAXED))) {
-		uint32_t o = b->owner;
-
-		held_inc(c->puts, 1);
-		if (o && o != tc_slot && remote_push(pool, b, o)) {
-			held_inc(c->rfrees, 1);
-			return;
-		}
-		b->next = c->top;
-		c->top = b;
-		if (unlikely(++c->n > pool->ccap))
-			cache_flush(pool, c);
-		return;
-	}
-	release_shard(pool, b);
+	if (likely(s < pool->ncaches) &&
+	    likely(!__atomic_load_n(&pool->nwaiters, __ATOMIC_RELAXED)))
+		put_cached(pool, &pool->caches[s], b, slot1);
+	else
+		release_slow(pool, b);
 }
 
 void ao_buf_put(struct ao_buf *b)
