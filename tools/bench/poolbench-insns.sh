@@ -4,9 +4,8 @@
 # Instructions per get/put pair on one thread, counted by callgrind: the
 # default pool (16 shards, thread caches), the same without caches and
 # one shard without caches, against glibc malloc+free of the same size.
-# The default pool must take at most 2x malloc+free at every size (its
-# cache hit path is well under 1x; the bound is the older one, kept for
-# the pools without caches' sake of comparison).
+# The bound checked: the default pool takes at most 2x malloc+free at
+# every size (unchanged; with the caches it takes well under 1x).
 #
 #	sh tools/bench/poolbench-insns.sh [N] [SIZES]
 #

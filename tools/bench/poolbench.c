@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * poolbench: the buffer pool against glibc malloc/free of the same size,
- * in one run.  pool-1 is one shard without thread caches (the seed's
- * "one toilet": every get and put takes the one lock); pool-16-nocache
- * 16 shards without caches; pool-16 the default pool (16 shards, a
- * cache per thread); pool-16-origin the same with puts spilling to
- * their origin shard.
+ * in one run.  pool-1 is one shard without thread caches, the "one
+ * toilet": every get and put takes its one lock, the seed's three-phase
+ * lock (the seed: the 2006 server's spin, yield, sleep lock);
+ * pool-16-nocache is 16 shards without caches; pool-16 the default pool
+ * (16 shards, a cache per thread); pool-16-origin the same with puts
+ * spilling to their origin shard.
  *
  * pairs: T threads (1, 2, 4, 8) each loop { get; write a byte; put } for
  * --seconds; pairs per second over all threads, and for the pools the share
