@@ -45,6 +45,45 @@
  * is rarely the getter's home) and every put touches a remote shard.
  * tools/bench/poolbench shows both in its producer/consumer mix.
  *
+ * Thread caches (as glibc's tcache in front of its arenas, DPDK's per-lcore
+ * cache in front of its mempool ring).  A pool keeps one cache per thread
+ * slot: AO_BUFPOOL_CACHES slots, numbered for the whole process (a thread
+ * takes the lowest free one at its first cached get or put and gives it
+ * back when it exits), each holding a free list of at most `cache`
+ * buffers (params.cache, default min(32, count / 128); off below 8).  The
+ * list is the owner thread's alone: a get pops and a put pushes with no
+ * atomic and no lock.  A get on an empty list refills it with a batch of
+ * cache / 2 from the shards (home first, then one victim, in one critical
+ * section each); a put on a full list gives the cache / 2 coldest back in
+ * one critical section (the put policy above, applied per batch: home
+ * below high_water, else runs by origin).
+ *
+ * A buffer remembers the slot whose cache handed it out (its owner).  Its
+ * last put on another thread sends it home: a push on the owner's remote
+ * list (one CAS, as mimalloc's and TBB's cross-thread frees), and the
+ * owner takes the whole list with one exchange when its own list runs dry,
+ * before it refills from the shards.  So a ring thread that receives into
+ * buffers the workers free gets them back a list at a time, without a
+ * shard lock (with more threads than CPUs, the shard locks' lines and the
+ * holders preempted inside them are what the producer/consumer path
+ * lost time on).
+ *
+ * The bound: the pool's memory is its arena, as before; caches only hold
+ * some of its buffers.  The local lists hold at most AO_BUFPOOL_CACHES *
+ * cache buffers, and create refuses a cache size for which that is more
+ * than count / 2, so at least half the pool is always in the shards or
+ * the remote lists.  The remote lists have no bound of their own (a list
+ * holds at most what its owner got), but any thread takes from them: a
+ * get that finds every shard empty moves them into the shards before it
+ * gives up.  A thread that exits gives its list and its remote list back
+ * to the shards (a pthread key's destructor, as core/call.c's heaps);
+ * its remote list is then closed (REMOTE_DEAD: a put of one of its
+ * buffers goes to the putter's cache) until a new thread takes the slot.
+ * The registry of live pools (reg_lock) is what the exiting thread walks;
+ * destroy takes a pool out of it, so nothing touches a destroyed pool.
+ * Buffers count as free wherever they are: ao_bufpool_in_use() sums the
+ * gets and puts counted where they happen (shard, cache).
+ *
  * Waiting: ao_buf_get_wait() parks on an event count; a put wakes a waiter
  * only when the pool's waiter count is non-zero (one relaxed load
  * otherwise).  Why no wake is lost: the waiter raises the count and
@@ -54,7 +93,12 @@
  * unlock happens before the putter's lock, and so before its read of the
  * count, which therefore sees the waiter.  A thief pushing the rest of a
  * batch home (buffers no scan could see while it carried them) wakes the
- * same way.
+ * same way.  With thread caches: while a thread waits, puts skip the
+ * local lists and go to the shards; a push on a remote list reads the
+ * waiter count after its CAS (both SEQ_CST, against the waiter's raise
+ * and its scan, which empties the remote lists into the shards), and
+ * wakes.  Buffers already in another thread's local list stay there: a
+ * waiter does not see them (at most `cache` per thread, as above).
  *
  * Debug builds (DEBUG=1): a put checks that the pointer is a descriptor of
  * a live pool (foreign pointer) and that it still has a reference (double
@@ -64,28 +108,14 @@
  * get of that buffer.  Under AddressSanitizer (any build) free buffers are
  * poisoned for ASan, which catches the access itself.
  *
- * Cost: a get/put pair on one thread is two uncontended lock/unlock pairs,
- * two sched_getcpu() calls, a pop, a push and an atomic decrement.
- *
- * Figures (2-vCPU AMD EPYC VM, shared; 2048-byte buffers, 4096 per pool;
- * tools/bench/poolbench and poolbench-insns.sh):
- *   instructions per pair (callgrind): 16 shards 196, 1 shard 115; glibc
- *   malloc+free 139 at 64 and 512 bytes, 322 at 2048: 1.41x and 0.61x.
- *   Under valgrind sched_getcpu() takes its syscall path (30 instructions,
- *   the difference to 1 shard is two of them); natively it reads rseq.
- *   pairs/s: 1 thread 27-29M for both pools and malloc; 4 threads 16
- *   shards 50-55M vs 1 shard 6-12M (4.0-8.7x), 8 threads 48-55M vs 6-10M
- *   (5.4-8.4x), two runs.
- *   The 1-shard lock finishes 61-78% of acquisitions on the fast path at
- *   8 threads, 16 shards 87-99% and the rest in phase 1 (>99.99% fast or
- *   phase 1).  Most of those phase-1 acquisitions did not spin: while a
- *   phase-3 sleeper is registered on a lock, its inline fast path fails
- *   and a first-try success in the slow path counts as phase 1.  With
- *   the machine loaded by other processes (load 8-13)
- *   our threads rarely run at the same time and the ratio drops to
- *   1.1-1.8x: compare within one run, and read its load average.
+ * Cost: without a thread cache, a get/put pair on one thread is two
+ * uncontended lock/unlock pairs, two sched_getcpu() calls, a pop, a push
+ * and an atomic decrement; with one (the default for pools of 1024
+ * buffers and more), a pop and a push on the thread's own list and no
+ * atomic at all.  The figures are in docs/PERFORMANCE.md.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,8 +142,10 @@
 #define MAGIC_FREE 0x46524545u /* "FREE" */
 #define MAX_BUF_SIZE (1ul << 30)
 #define HUGE_PAGE (2ul << 20)
-#define FLAGS_ALL \
-	(AO_BUFPOOL_HUGE | AO_BUFPOOL_RETURN_ORIGIN | AO_BUFPOOL_THREAD_HOME)
+#define FLAGS_ALL                                                              \
+	(AO_BUFPOOL_HUGE | AO_BUFPOOL_RETURN_ORIGIN | AO_BUFPOOL_THREAD_HOME | \
+	 AO_BUFPOOL_NO_CACHE)
+#define CACHE_MIN_DEFAULT 8u /* a default cache smaller than this: none */
 
 struct shard {
 	struct ao_spinlock lock;
@@ -121,18 +153,36 @@ struct shard {
 	uint32_t nfree; /* under lock; read racily to skip empty shards */
 	/* Written only by the lock holder, read racily by the stats. */
 	uint64_t gets, puts, steals, stolen, misses;
+	uint64_t cgets, cputs; /* of gets and puts: batches of the caches */
 	uint64_t spills; /* atomic add, no lock */
+} __ao_cacheline_aligned;
+
+/* REMOTE_DEAD: the slot's thread has exited; no push. */
+#define REMOTE_DEAD ((struct ao_buf *)1)
+
+/* One thread slot's cache in one pool. */
+struct tcache {
+	/* The owner thread's alone. */
+	struct ao_buf *top; /* local free list */
+	uint32_t n; /* buffers on it */
+	/* Written by the owner, read racily by the stats. */
+	uint64_t gets, misses, puts, rfrees, refills, flushes;
+	/* Other threads push here (CAS), the owner takes it all (XCHG). */
+	struct ao_buf *remote __ao_cacheline_aligned;
 } __ao_cacheline_aligned;
 
 struct ao_bufpool {
 	/* Read-mostly. */
 	struct shard *shards;
 	struct ao_buf *bufs;
+	struct tcache *caches; /* ncaches of them, or NULL */
 	char *arena;
 	size_t arena_len, stride, buf_size;
 	uint32_t count, nshards, mask, hwm;
+	uint32_t ncaches, ccap, cbatch; /* 0, 0, 0 without caches */
 	unsigned int flags;
 	bool huge;
+	struct ao_bufpool *reg_next; /* the registry; under reg_lock */
 	/* Pool-wide, touched only on the slow paths. */
 	uint32_t nwaiters __ao_cacheline_aligned; /* in ao_buf_get_wait() */
 	struct ao_eventcount ec;
@@ -178,57 +228,71 @@ static inline uint32_t home_shard(const struct ao_bufpool *pool)
 	return (slot - 1) & pool->mask;
 }
 
-/* ---- debug checks ---- */
+/* ---- the registry of live pools and the thread slots ---- */
 
-#if AO_CONFIG_DEBUG
-#define MAX_LIVE_POOLS 64
-static struct ao_spinlock live_lock = AO_SPINLOCK_INIT;
-static struct ao_bufpool *live_pools[MAX_LIVE_POOLS];
-static uint32_t live_overflow; /* pools not registered: check skipped */
+/* Live pools, for the debug checks and for a thread's exit; the slots in
+ * use.  reg_lock is taken before a shard lock, never after. */
+static struct ao_spinlock reg_lock = AO_SPINLOCK_INIT;
+static struct ao_bufpool *reg_head;
+static uint64_t slots_used; /* bit s: slot s has a thread */
 
-static void live_add(struct ao_bufpool *pool, bool add)
+#define NO_SLOT UINT32_MAX /* every slot was taken: no caches */
+
+/* The calling thread's slot + 1; 0: none yet; NO_SLOT: none to be had. */
+static __thread uint32_t tc_slot __attribute__((tls_model("initial-exec")));
+
+static pthread_key_t tc_key;
+static pthread_once_t tc_key_once = PTHREAD_ONCE_INIT;
+static int tc_key_err;
+
+static void tc_exit(void *arg);
+
+static void tc_key_create(void)
 {
-	ao_spin_lock(&live_lock);
-	for (int i = 0; i < MAX_LIVE_POOLS; i++) {
-		if (live_pools[i] == (add ? NULL : pool)) {
-			live_pools[i] = add ? pool : NULL;
-			ao_spin_unlock(&live_lock);
-			return;
-		}
-	}
-	if (add)
-		live_overflow++;
-	else
-		live_overflow--;
-	ao_spin_unlock(&live_lock);
+	tc_key_err = pthread_key_create(&tc_key, tc_exit);
 }
 
+static void reg_add(struct ao_bufpool *pool)
+{
+	ao_spin_lock(&reg_lock);
+	/* A slot without a thread has its remote list closed. */
+	for (uint32_t i = 0; i < pool->ncaches; i++)
+		pool->caches[i].remote = slots_used & (1ull << i) ? NULL :
+								    REMOTE_DEAD;
+	pool->reg_next = reg_head;
+	reg_head = pool;
+	ao_spin_unlock(&reg_lock);
+}
+
+static void reg_del(struct ao_bufpool *pool)
+{
+	ao_spin_lock(&reg_lock);
+	for (struct ao_bufpool **pp = &reg_head; *pp; pp = &(*pp)->reg_next) {
+		if (*pp == pool) {
+			*pp = pool->reg_next;
+			break;
+		}
+	}
+	ao_spin_unlock(&reg_lock);
+}
+
+#if AO_CONFIG_DEBUG
 static bool is_live_buf(const struct ao_buf *b)
 {
 	uintptr_t p = (uintptr_t)b;
 	bool ok = false;
 
-	ao_spin_lock(&live_lock);
-	ok = live_overflow != 0;
-	for (int i = 0; i < MAX_LIVE_POOLS && !ok; i++) {
-		const struct ao_bufpool *pool = live_pools[i];
-		uintptr_t lo;
+	ao_spin_lock(&reg_lock);
+	for (const struct ao_bufpool *pool = reg_head; pool && !ok;
+	     pool = pool->reg_next) {
+		uintptr_t lo = (uintptr_t)pool->bufs;
 
-		if (!pool)
-			continue;
-		lo = (uintptr_t)pool->bufs;
 		if (p >= lo && p < lo + pool->count * sizeof(*b) &&
 		    (p - lo) % sizeof(*b) == 0)
 			ok = true;
 	}
-	ao_spin_unlock(&live_lock);
+	ao_spin_unlock(&reg_lock);
 	return ok;
-}
-#else
-static inline void live_add(struct ao_bufpool *pool, bool add)
-{
-	(void)pool;
-	(void)add;
 }
 #endif
 
@@ -267,7 +331,9 @@ static inline struct ao_buf *hand_out(struct ao_buf *b)
 	}
 	b->len = 0;
 	/* Relaxed: the buffer came off a free stack under the shard lock,
-	 * whose acquire orders it after the last holder's final put. */
+	 * whose acquire orders it after the last holder's final put, or off
+	 * a thread cache (the owner's own put, or a remote list taken with
+	 * an acquire exchange). */
 	__atomic_store_n(&b->refs, 1, __ATOMIC_RELAXED);
 	return b;
 }
@@ -339,9 +405,10 @@ static struct ao_buf *steal(struct ao_bufpool *pool, uint32_t home,
 			hs->top = first->next;
 			held_set(hs->nfree, hs->nfree + take - 1);
 		}
-		held_inc(hs->steals, 1);
 		held_inc(hs->gets, 1);
 		ao_spin_unlock(&hs->lock);
+		/* Not under hs's lock: a cache's refill counts here too. */
+		__atomic_fetch_add(&hs->steals, 1, __ATOMIC_RELAXED);
 		/* The batch was out of every stack while we carried it: a
 		 * waiter may have scanned past it.  Wake as a put does. */
 		if (take > 1)
@@ -362,7 +429,8 @@ static struct ao_buf *get_slow(struct ao_bufpool *pool, uint32_t home)
 	return b;
 }
 
-/* A free buffer, not yet handed out; NULL when none was found. */
+/* A free buffer from the shards, not yet handed out; NULL when none was
+ * found. */
 static inline struct ao_buf *get_raw(struct ao_bufpool *pool)
 {
 	uint32_t home = home_shard(pool);
@@ -383,9 +451,366 @@ static inline struct ao_buf *get_raw(struct ao_bufpool *pool)
 	return get_slow(pool, home);
 }
 
+/* Push b on the shard it belongs to by the put policy (a last put without
+ * a thread cache). */
+static void release_shard(struct ao_bufpool *pool, struct ao_buf *b)
+{
+	uint32_t h = b->origin;
+	struct shard *s;
+
+	if (!(pool->flags & AO_BUFPOOL_RETURN_ORIGIN)) {
+		uint32_t home = home_shard(pool);
+
+		/* A racy look at home's level: overshooting the mark by a
+		 * few concurrent puts is harmless, and a spill then costs
+		 * one lock, not two.  The spill is counted at home, without
+		 * its lock: an atomic add on the slow path. */
+		if (likely(READ_ONCE(pool->shards[home].nfree) < pool->hwm))
+			h = home;
+		else if (home != h)
+			__atomic_fetch_add(&pool->shards[home].spills, 1,
+					   __ATOMIC_RELAXED);
+	}
+	s = &pool->shards[h];
+	ao_spin_lock(&s->lock);
+	push_locked(s, b);
+	ao_spin_unlock(&s->lock);
+	wake_waiter(pool);
+}
+
+/* ---- thread caches ---- */
+
+/* Give a NULL-terminated chain of n free buffers from a cache back to the
+ * shards: all to home while that stays within high_water, else each run
+ * of one origin to its origin (the put policy, per batch). */
+static void give_back(struct ao_bufpool *pool, struct ao_buf *b, uint32_t n)
+{
+	uint32_t home = 0;
+
+	if (!b)
+		return;
+	if (!(pool->flags & AO_BUFPOOL_RETURN_ORIGIN)) {
+		struct shard *hs;
+		struct ao_buf *last = b;
+
+		home = home_shard(pool);
+		hs = &pool->shards[home];
+		if (READ_ONCE(hs->nfree) + n <= pool->hwm) {
+			while (last->next)
+				last = last->next;
+			ao_spin_lock(&hs->lock);
+			last->next = hs->top;
+			hs->top = b;
+			held_set(hs->nfree, hs->nfree + n);
+			held_inc(hs->puts, n);
+			held_inc(hs->cputs, n);
+			ao_spin_unlock(&hs->lock);
+			wake_waiter(pool);
+			return;
+		}
+	}
+	while (b) {
+		uint32_t o = b->origin, k = 1;
+		struct shard *s = &pool->shards[o];
+		struct ao_buf *last = b, *rest;
+
+		while (last->next && last->next->origin == o) {
+			last = last->next;
+			k++;
+		}
+		rest = last->next;
+		ao_spin_lock(&s->lock);
+		last->next = s->top;
+		s->top = b;
+		held_set(s->nfree, s->nfree + k);
+		held_inc(s->puts, k);
+		held_inc(s->cputs, k);
+		ao_spin_unlock(&s->lock);
+		if (!(pool->flags & AO_BUFPOOL_RETURN_ORIGIN) && o != home)
+			__atomic_fetch_add(&pool->shards[home].spills, k,
+					   __ATOMIC_RELAXED);
+		b = rest;
+	}
+	wake_waiter(pool);
+}
+
+/* Put a chain of free buffers (a remote list) on c's empty local list,
+ * at most ccap of them (the rest go to the shards); returns the first,
+ * for the get that asked. */
+static struct ao_buf *cache_take(struct ao_bufpool *pool, struct tcache *c,
+				 struct ao_buf *b)
+{
+	struct ao_buf *last = b, *rest;
+	uint32_t k = 1, m = 0;
+
+	while (last->next && k < pool->ccap) {
+		last = last->next;
+		k++;
+	}
+	rest = last->next;
+	if (rest) {
+		last->next = NULL;
+		for (struct ao_buf *x = rest; x; x = x->next)
+			m++;
+		give_back(pool, rest, m);
+	}
+	c->top = b->next;
+	c->n = k - 1;
+	return b;
+}
+
+/* Refill c's empty local list with a batch from the shards: home first,
+ * then the others (half of a victim's buffers at most), each in one
+ * critical section; thorough also locks shards that look empty.  Returns
+ * one of the batch, or NULL. */
+static struct ao_buf *cache_refill(struct ao_bufpool *pool, struct tcache *c,
+				   bool thorough)
+{
+	uint32_t home = home_shard(pool);
+
+	for (uint32_t i = 0; i < pool->nshards; i++) {
+		uint32_t v = (home + i) & pool->mask;
+		struct shard *s = &pool->shards[v];
+		struct ao_buf *first, *last;
+		uint32_t n, take;
+
+		if (!thorough && i && !READ_ONCE(s->nfree))
+			continue;
+		ao_spin_lock(&s->lock);
+		n = s->nfree;
+		if (!n) {
+			if (!i && !thorough)
+				held_inc(s->misses, 1);
+			ao_spin_unlock(&s->lock);
+			continue;
+		}
+		take = n < pool->cbatch ? n : pool->cbatch;
+		if (i && take > (n + 1) / 2)
+			take = (n + 1) / 2;
+		first = last = s->top;
+		for (uint32_t k = 1; k < take; k++)
+			last = last->next;
+		s->top = last->next;
+		last->next = NULL;
+		held_set(s->nfree, n - take);
+		held_inc(s->gets, take);
+		held_inc(s->cgets, take);
+		if (i)
+			held_inc(s->stolen, take);
+		ao_spin_unlock(&s->lock);
+		if (i)
+			__atomic_fetch_add(&pool->shards[home].steals, 1,
+					   __ATOMIC_RELAXED);
+		held_inc(c->refills, 1);
+		c->top = first->next;
+		c->n = take - 1;
+		return first;
+	}
+	return NULL;
+}
+
+/* Move every open remote list into the shards: what threads sent home to
+ * an owner that has not come for it, when the shards ran dry.  True if
+ * there was any.  SEQ_CST: in a waiter's scan, this read follows its raise
+ * of nwaiters; pairs with the pushers' CAS then read (remote_push()). */
+static bool reclaim_remote(struct ao_bufpool *pool)
+{
+	bool any = false;
+
+	for (uint32_t i = 0; i < pool->ncaches; i++) {
+		struct ao_buf **r = &pool->caches[i].remote;
+		struct ao_buf *h = __atomic_load_n(r, __ATOMIC_SEQ_CST);
+		uint32_t n = 0;
+
+		while (h && h != REMOTE_DEAD &&
+		       !__atomic_compare_exchange_n(r, &h, NULL, false,
+						    __ATOMIC_SEQ_CST,
+						    __ATOMIC_SEQ_CST))
+			;
+		if (!h || h == REMOTE_DEAD)
+			continue;
+		for (struct ao_buf *x = h; x; x = x->next)
+			n++;
+		give_back(pool, h, n);
+		any = true;
+	}
+	return any;
+}
+
+/* c's local list is empty: what others sent home, else a batch from the
+ * shards, else (every shard empty) the remote lists moved to the shards
+ * and a last, thorough pass.  Not yet handed out; NULL: none found. */
+static __ao_noinline struct ao_buf *cache_fill(struct ao_bufpool *pool,
+					       struct tcache *c)
+{
+	struct ao_buf *b;
+
+	if (__atomic_load_n(&c->remote, __ATOMIC_RELAXED)) {
+		/* ACQUIRE: pairs with the pushers' CAS (remote_push()):
+		 * their writes to the buffers happen before our use. */
+		b = __atomic_exchange_n(&c->remote, NULL, __ATOMIC_ACQUIRE);
+		if (b)
+			return cache_take(pool, c, b);
+	}
+	b = cache_refill(pool, c, false);
+	if (!b && reclaim_remote(pool))
+		b = cache_refill(pool, c, false);
+	if (!b)
+		b = cache_refill(pool, c, true);
+	return b;
+}
+
+/* c's local list is over its capacity: keep the newest (warm in this
+ * CPU's cache), give the cbatch oldest back to the shards at once. */
+static __ao_noinline void cache_flush(struct ao_bufpool *pool, struct tcache *c)
+{
+	uint32_t keep = c->n - pool->cbatch;
+	struct ao_buf *last = c->top, *rest;
+
+	for (uint32_t k = 1; k < keep; k++)
+		last = last->next;
+	rest = last->next;
+	last->next = NULL;
+	c->n = keep;
+	held_inc(c->flushes, 1);
+	give_back(pool, rest, pool->cbatch);
+}
+
+/* Send b to the cache of slot o - 1, which handed it out; false if that
+ * slot's thread has exited. */
+static bool remote_push(struct ao_bufpool *pool, struct ao_buf *b, uint32_t o)
+{
+	struct ao_buf **r = &pool->caches[o - 1].remote;
+	struct ao_buf *h = __atomic_load_n(r, __ATOMIC_RELAXED);
+
+	do {
+		if (h == REMOTE_DEAD)
+			return false;
+		b->next = h;
+		/* SEQ_CST (a release at least): pairs with the owner's
+		 * acquire exchange, and, followed by the SEQ_CST read of
+		 * nwaiters, with a waiter's raise then scan. */
+	} while (!__atomic_compare_exchange_n(r, &h, b, true, __ATOMIC_SEQ_CST,
+					      __ATOMIC_RELAXED));
+	if (unlikely(__atomic_load_n(&pool->nwaiters, __ATOMIC_SEQ_CST)))
+		ao__ec_wake(&pool->ec, 1);
+	return true;
+}
+
+/* Give slot s's cache in pool back to the shards and close its remote
+ * list (its thread is exiting; under reg_lock). */
+static void cache_drop(struct ao_bufpool *pool, struct tcache *c)
+{
+	/* ACQUIRE: as in cache_fill(). */
+	struct ao_buf *r =
+		__atomic_exchange_n(&c->remote, REMOTE_DEAD, __ATOMIC_ACQUIRE);
+	uint32_t n = 0;
+
+	if (r != REMOTE_DEAD) {
+		for (struct ao_buf *x = r; x; x = x->next)
+			n++;
+		give_back(pool, r, n);
+	}
+	give_back(pool, c->top, c->n);
+	c->top = NULL;
+	c->n = 0;
+}
+
+/* The pthread key's destructor: the calling thread is exiting. */
+static void tc_exit(void *arg)
+{
+	uint32_t s = (uint32_t)(uintptr_t)arg - 1;
+
+	ao_spin_lock(&reg_lock);
+	for (struct ao_bufpool *p = reg_head; p; p = p->reg_next)
+		if (s < p->ncaches)
+			cache_drop(p, &p->caches[s]);
+	slots_used &= ~(1ull << s);
+	ao_spin_unlock(&reg_lock);
+	/* A put from a later destructor takes a slot again; glibc then
+	 * runs this one once more. */
+	tc_slot = 0;
+}
+
+/* Give the calling thread a slot; its cache in pool, or NULL. */
+static __ao_noinline struct tcache *claim_slot(struct ao_bufpool *pool)
+{
+	uint32_t s;
+
+	pthread_once(&tc_key_once, tc_key_create);
+	if (tc_key_err) {
+		tc_slot = NO_SLOT;
+		return NULL;
+	}
+	ao_spin_lock(&reg_lock);
+	if (!~slots_used) {
+		ao_spin_unlock(&reg_lock);
+		tc_slot = NO_SLOT;
+		return NULL;
+	}
+	s = (uint32_t)__builtin_ctzll(~slots_used);
+	slots_used |= 1ull << s;
+	/* Open the slot's remote lists.  Relaxed: under reg_lock, and no
+	 * one pushes on REMOTE_DEAD or takes it. */
+	for (struct ao_bufpool *p = reg_head; p; p = p->reg_next)
+		if (s < p->ncaches)
+			__atomic_store_n(&p->caches[s].remote, NULL,
+					 __ATOMIC_RELAXED);
+	ao_spin_unlock(&reg_lock);
+	if (pthread_setspecific(tc_key, (void *)(uintptr_t)(s + 1))) {
+		tc_exit((void *)(uintptr_t)(s + 1));
+		tc_slot = NO_SLOT;
+		return NULL;
+	}
+	tc_slot = s + 1;
+	return s < pool->ncaches ? &pool->caches[s] : NULL;
+}
+
+/* The calling thread's cache in pool, or NULL (no caches, no slot). */
+static __ao_always_inline struct tcache *my_cache(struct ao_bufpool *pool)
+{
+	uint32_t s = tc_slot - 1;
+
+	if (likely(s < pool->ncaches))
+		return &pool->caches[s];
+	if (!tc_slot && pool->ncaches)
+		return claim_slot(pool);
+	return NULL;
+}
+
+/* ---- get and put ---- */
+
+/* A free buffer, from the calling thread's cache or the shards, owned
+ * and counted but not yet handed out; NULL when none was found. */
+static __ao_always_inline struct ao_buf *get_any(struct ao_bufpool *pool)
+{
+	struct tcache *c = my_cache(pool);
+	struct ao_buf *b;
+
+	if (likely(c)) {
+		b = c->top;
+		if (likely(b)) {
+			c->top = b->next;
+			c->n--;
+		} else {
+			b = cache_fill(pool, c);
+			if (!b)
+				return NULL;
+			held_inc(c->misses, 1);
+		}
+		held_inc(c->gets, 1);
+		b->owner = tc_slot;
+		return b;
+	}
+	b = get_raw(pool);
+	if (b)
+		b->owner = 0;
+	return b;
+}
+
 struct ao_buf *ao_buf_get(struct ao_bufpool *pool)
 {
-	struct ao_buf *b = get_raw(pool);
+	struct ao_buf *b = get_any(pool);
 
 	if (likely(b))
 		return hand_out(b);
@@ -404,7 +829,7 @@ struct ao_buf *ao_buf_get_wait(struct ao_bufpool *pool, int64_t timeout_ns)
 		errno = EINVAL;
 		return NULL;
 	}
-	b = get_raw(pool);
+	b = get_any(pool);
 	if (b)
 		return hand_out(b);
 	deadline = ao_now_ns() + (uint64_t)timeout_ns;
@@ -415,10 +840,14 @@ struct ao_buf *ao_buf_get_wait(struct ao_bufpool *pool, int64_t timeout_ns)
 		/* SEQ_CST RMW, then the prepare (another SEQ_CST RMW), both
 		 * before the locked scan: the scan's unlock of a shard pairs
 		 * with the next lock of that shard by a putter, which then
-		 * sees nwaiters != 0 (see the top of this file). */
+		 * sees nwaiters != 0 (see the top of this file).  The remote
+		 * lists go to the shards first (reclaim_remote()). */
 		__atomic_fetch_add(&pool->nwaiters, 1, __ATOMIC_SEQ_CST);
 		key = ao_ec_prepare(&pool->ec);
+		reclaim_remote(pool);
 		b = steal(pool, home_shard(pool), true);
+		if (b)
+			b->owner = 0;
 		now = ao_now_ns();
 		if (b || now >= deadline) {
 			ao_ec_cancel(&pool->ec);
@@ -429,7 +858,7 @@ struct ao_buf *ao_buf_get_wait(struct ao_bufpool *pool, int64_t timeout_ns)
 		slept = true;
 		ao_ec_wait(&pool->ec, key, (int64_t)(deadline - now));
 		__atomic_fetch_sub(&pool->nwaiters, 1, __ATOMIC_RELAXED);
-		b = get_raw(pool);
+		b = get_any(pool);
 		if (b)
 			break;
 	}
@@ -455,35 +884,52 @@ struct ao_buf *ao_buf_ref(struct ao_buf *b)
 	return b;
 }
 
-static void release(struct ao_bufpool *pool, struct ao_buf *b)
+/* A last put onto c, the calling thread's cache (slot + 1 == slot1). */
+static __ao_always_inline void put_cached(struct ao_bufpool *pool,
+					  struct tcache *c, struct ao_buf *b,
+					  uint32_t slot1)
 {
-	uint32_t h;
-	struct shard *s;
+	uint32_t o = b->owner;
+
+	held_inc(c->puts, 1);
+	if (unlikely(o != slot1) && o && remote_push(pool, b, o)) {
+		held_inc(c->rfrees, 1);
+		return;
+	}
+	b->next = c->top;
+	c->top = b;
+	if (unlikely(++c->n > pool->ccap))
+		cache_flush(pool, c);
+}
+
+/* The thread has no slot yet, or no cache here, or a thread waits. */
+static __ao_noinline void release_slow(struct ao_bufpool *pool,
+				       struct ao_buf *b)
+{
+	struct tcache *c = my_cache(pool);
+
+	/* While a thread waits, puts go to the shards, which it scans. */
+	if (c && !__atomic_load_n(&pool->nwaiters, __ATOMIC_RELAXED))
+		put_cached(pool, c, b, tc_slot);
+	else
+		release_shard(pool, b);
+}
+
+static __ao_always_inline void release(struct ao_bufpool *pool,
+				       struct ao_buf *b)
+{
+	uint32_t slot1 = tc_slot, s = slot1 - 1;
 
 	if (AO_CONFIG_DEBUG) {
 		WRITE_ONCE(b->magic, MAGIC_FREE);
 		memset(b->data, POISON_FREE, b->cap);
 	}
 	poison(b->data, pool->stride);
-	h = b->origin;
-	if (!(pool->flags & AO_BUFPOOL_RETURN_ORIGIN)) {
-		uint32_t home = home_shard(pool);
-
-		/* A racy look at home's level: overshooting the mark by a
-		 * few concurrent puts is harmless, and a spill then costs
-		 * one lock, not two.  The spill is counted at home, without
-		 * its lock: an atomic add on the slow path. */
-		if (likely(READ_ONCE(pool->shards[home].nfree) < pool->hwm))
-			h = home;
-		else if (home != h)
-			__atomic_fetch_add(&pool->shards[home].spills, 1,
-					   __ATOMIC_RELAXED);
-	}
-	s = &pool->shards[h];
-	ao_spin_lock(&s->lock);
-	push_locked(s, b);
-	ao_spin_unlock(&s->lock);
-	wake_waiter(pool);
+	if (likely(s < pool->ncaches) &&
+	    likely(!__atomic_load_n(&pool->nwaiters, __ATOMIC_RELAXED)))
+		put_cached(pool, &pool->caches[s], b, slot1);
+	else
+		release_slow(pool, b);
 }
 
 void ao_buf_put(struct ao_buf *b)
@@ -497,6 +943,14 @@ void ao_buf_put(struct ao_buf *b)
 		misuse("ao_buf_put", b,
 		       "not a buffer of any live pool (foreign pointer)");
 #endif
+	/* The sole holder: no one else can take or drop a reference, so no
+	 * RMW is needed (as the kernel's skb_unref()).  ACQUIRE: pairs with
+	 * the release in the other holders' puts that brought refs to 1. */
+	if (likely(__atomic_load_n(&b->refs, __ATOMIC_ACQUIRE) == 1)) {
+		__atomic_store_n(&b->refs, 0, __ATOMIC_RELAXED);
+		release(b->pool, b);
+		return;
+	}
 	/* ACQ_REL: the release orders this holder's use of the buffer before
 	 * the drop; the acquire, in the last put, orders every other
 	 * holder's use before the buffer is recycled.  Pairs with the other
@@ -550,7 +1004,7 @@ int ao_bufpool_create(struct ao_bufpool **poolp,
 	struct ao_bufpool *pool;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t stride, len;
-	uint32_t nshards, per;
+	uint32_t nshards, per, ccap = 0;
 	void *mem;
 
 	if (!poolp)
@@ -569,6 +1023,21 @@ int ao_bufpool_create(struct ao_bufpool **poolp,
 	    len > SIZE_MAX - page)
 		return -EINVAL;
 	len = (len + page - 1) & ~(page - 1);
+	/* The caches' local lists together: at most half the pool. */
+	if (prm->cache &&
+	    (prm->cache < 2 || prm->cache > AO_BUFPOOL_CACHE_MAX ||
+	     (uint64_t)prm->cache * AO_BUFPOOL_CACHES > prm->count / 2))
+		return -EINVAL;
+	if (!(prm->flags & AO_BUFPOOL_NO_CACHE)) {
+		ccap = prm->cache;
+		if (!ccap) {
+			ccap = prm->count / (2 * AO_BUFPOOL_CACHES);
+			if (ccap > AO_BUFPOOL_CACHE_DEFAULT)
+				ccap = AO_BUFPOOL_CACHE_DEFAULT;
+			if (ccap < CACHE_MIN_DEFAULT)
+				ccap = 0;
+		}
+	}
 
 	if (posix_memalign(&mem, AO_CACHELINE_SIZE,
 			   sizeof(*pool) + nshards * sizeof(struct shard)))
@@ -576,8 +1045,21 @@ int ao_bufpool_create(struct ao_bufpool **poolp,
 	pool = mem;
 	memset(pool, 0, sizeof(*pool));
 	pool->shards = (struct shard *)(pool + 1);
+	if (ccap) {
+		if (posix_memalign(&mem, AO_CACHELINE_SIZE,
+				   AO_BUFPOOL_CACHES * sizeof(struct tcache))) {
+			free(pool);
+			return -ENOMEM;
+		}
+		memset(mem, 0, AO_BUFPOOL_CACHES * sizeof(struct tcache));
+		pool->caches = mem;
+		pool->ncaches = AO_BUFPOOL_CACHES;
+		pool->ccap = ccap;
+		pool->cbatch = ccap / 2;
+	}
 	if (posix_memalign(&mem, AO_CACHELINE_SIZE,
 			   prm->count * sizeof(struct ao_buf))) {
+		free(pool->caches);
 		free(pool);
 		return -ENOMEM;
 	}
@@ -586,6 +1068,7 @@ int ao_bufpool_create(struct ao_bufpool **poolp,
 		map_arena(&len, prm->flags & AO_BUFPOOL_HUGE, &pool->huge);
 	if (!pool->arena) {
 		free(pool->bufs);
+		free(pool->caches);
 		free(pool);
 		return -ENOMEM;
 	}
@@ -624,26 +1107,33 @@ int ao_bufpool_create(struct ao_bufpool **poolp,
 			memset(b->data, POISON_FREE, b->cap);
 	}
 	poison(pool->arena, pool->arena_len);
-	live_add(pool, true);
+	reg_add(pool);
 	*poolp = pool;
 	return 0;
 }
 
-static uint32_t free_count(const struct ao_bufpool *pool)
-{
-	uint32_t n = 0;
-
-	for (uint32_t s = 0; s < pool->nshards; s++)
-		n += READ_ONCE(pool->shards[s].nfree);
-	return n;
-}
-
+/* Gets minus last puts, counted where they happened: a shard's own (not
+ * its batches to and from the caches) and the caches'. */
 uint32_t ao_bufpool_in_use(const struct ao_bufpool *pool)
 {
-	uint32_t n = free_count(pool);
+	int64_t n = 0;
 
-	/* A racy sum while buffers move: never report more than count. */
-	return n >= pool->count ? 0 : pool->count - n;
+	for (uint32_t i = 0; i < pool->nshards; i++) {
+		const struct shard *s = &pool->shards[i];
+
+		n += (int64_t)(READ_ONCE(s->gets) - READ_ONCE(s->cgets));
+		n -= (int64_t)(READ_ONCE(s->puts) - READ_ONCE(s->cputs));
+	}
+	for (uint32_t i = 0; i < pool->ncaches; i++) {
+		const struct tcache *c = &pool->caches[i];
+
+		n += (int64_t)(READ_ONCE(c->gets) - READ_ONCE(c->puts));
+	}
+	/* A racy sum while buffers move (a put counted before its get):
+	 * keep it within 0 .. count. */
+	if (n < 0)
+		return 0;
+	return n > pool->count ? pool->count : (uint32_t)n;
 }
 
 int ao_bufpool_destroy(struct ao_bufpool *pool)
@@ -654,10 +1144,11 @@ int ao_bufpool_destroy(struct ao_bufpool *pool)
 		ao_bufpool_report(pool, stderr);
 		return -EBUSY;
 	}
-	live_add(pool, false);
+	reg_del(pool);
 	unpoison(pool->arena, pool->arena_len);
 	munmap(pool->arena, pool->arena_len);
 	free(pool->bufs);
+	free(pool->caches);
 	free(pool);
 	return 0;
 }
@@ -674,6 +1165,8 @@ void ao_bufpool_info(const struct ao_bufpool *pool, struct ao_bufpool_info *i)
 	i->shards = pool->nshards;
 	i->high_water = pool->hwm;
 	i->huge = pool->huge;
+	i->cache = pool->ccap;
+	i->cache_batch = pool->cbatch;
 }
 
 struct ao_buf *ao_bufpool_buf(struct ao_bufpool *pool, uint32_t index)
@@ -722,7 +1215,20 @@ void ao_bufpool_stats(const struct ao_bufpool *pool,
 	st->exhausted = __atomic_load_n(&pool->exhausted, __ATOMIC_RELAXED);
 	st->waits = __atomic_load_n(&pool->waits, __ATOMIC_RELAXED);
 	st->timeouts = __atomic_load_n(&pool->timeouts, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < pool->ncaches; i++) {
+		const struct tcache *c = &pool->caches[i];
+		uint64_t gets = READ_ONCE(c->gets);
+
+		st->cache_gets += gets;
+		st->cache_hits += gets - READ_ONCE(c->misses);
+		st->cache_puts += READ_ONCE(c->puts);
+		st->remote_frees += READ_ONCE(c->rfrees);
+		st->cache_refills += READ_ONCE(c->refills);
+		st->cache_flushes += READ_ONCE(c->flushes);
+	}
 	st->in_use = ao_bufpool_in_use(pool);
+	if (pool->ncaches && st->in_use + t->nfree < pool->count)
+		st->cached = pool->count - st->in_use - t->nfree;
 }
 
 #define REPORT_MAX_LEAKS 16
@@ -748,6 +1254,18 @@ uint32_t ao_bufpool_report(const struct ao_bufpool *pool, FILE *f)
 		(unsigned long long)st.sum.spills,
 		(unsigned long long)st.exhausted, (unsigned long long)st.waits,
 		(unsigned long long)st.timeouts);
+	if (pool->ncaches)
+		fprintf(f,
+			"  thread caches of %u: %u free in them, gets %llu "
+			"(hits %llu) puts %llu (remote %llu) refills %llu "
+			"flushes %llu\n",
+			pool->ccap, st.cached,
+			(unsigned long long)st.cache_gets,
+			(unsigned long long)st.cache_hits,
+			(unsigned long long)st.cache_puts,
+			(unsigned long long)st.remote_frees,
+			(unsigned long long)st.cache_refills,
+			(unsigned long long)st.cache_flushes);
 	if (!st.in_use)
 		return 0;
 	fprintf(f, "  leak: %u buffers still out:\n", st.in_use);

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The sharded buffer pool: parameters and the arena, get/put/ref, steals
- * and the put policy, exhaustion and recovery, the timed wait, reference
+ * and the put policy, exhaustion and recovery, the timed wait, the thread
+ * caches (hits, batches, cross-thread puts going home, thread exit, the
+ * bound, the remote lists reclaimed, waiters), reference
  * counting across threads, exactly-once ownership under stress, statistics,
  * the leak report, and misuse detection in debug builds (death tests in a
  * forked child).
@@ -575,6 +577,538 @@ static void test_wait_stress(void **state)
 	run_wait_stress(16);
 }
 
+/* ---- thread caches ---- */
+
+static struct ao_bufpool *mkpool_cached(uint32_t count, uint32_t cache)
+{
+	struct ao_bufpool_params p = { .buf_size = 256,
+				       .count = count,
+				       .cache = cache };
+	struct ao_bufpool *pool = NULL;
+	struct ao_bufpool_info info;
+
+	assert_int_equal(ao_bufpool_create(&pool, &p), 0);
+	ao_bufpool_info(pool, &info);
+	assert_int_equal(info.cache, cache);
+	assert_int_equal(info.cache_batch, cache / 2);
+	return pool;
+}
+
+static void test_cache_params(void **state)
+{
+	struct ao_bufpool_params p = { .buf_size = 64, .count = 1024 };
+	struct ao_bufpool_info info;
+	struct ao_bufpool *pool;
+
+	(void)state;
+	/* The caches' lists may hold at most half the pool. */
+	p.cache = 1;
+	assert_int_equal(ao_bufpool_create(&pool, &p), -EINVAL);
+	p.cache = 1024 / 2 / AO_BUFPOOL_CACHES + 1;
+	assert_int_equal(ao_bufpool_create(&pool, &p), -EINVAL);
+	p.count = 1u << 22;
+	p.cache = AO_BUFPOOL_CACHE_MAX + 1;
+	assert_int_equal(ao_bufpool_create(&pool, &p), -EINVAL);
+	p.count = 1024;
+	p.cache = 1024 / 2 / AO_BUFPOOL_CACHES;
+	assert_int_equal(ao_bufpool_create(&pool, &p), 0);
+	ao_bufpool_info(pool, &info);
+	assert_int_equal(info.cache, 8);
+	assert_int_equal(info.cache_batch, 4);
+	destroy_clean(pool);
+	/* Defaults: min(32, count / 128), none below 8. */
+	p.cache = 0;
+	p.count = 4096;
+	assert_int_equal(ao_bufpool_create(&pool, &p), 0);
+	ao_bufpool_info(pool, &info);
+	assert_int_equal(info.cache, AO_BUFPOOL_CACHE_DEFAULT);
+	destroy_clean(pool);
+	p.count = 1024;
+	assert_int_equal(ao_bufpool_create(&pool, &p), 0);
+	ao_bufpool_info(pool, &info);
+	assert_int_equal(info.cache, 8);
+	destroy_clean(pool);
+	p.count = 1023;
+	assert_int_equal(ao_bufpool_create(&pool, &p), 0);
+	ao_bufpool_info(pool, &info);
+	assert_int_equal(info.cache, 0);
+	destroy_clean(pool);
+	p.count = 4096;
+	p.flags = AO_BUFPOOL_NO_CACHE;
+	assert_int_equal(ao_bufpool_create(&pool, &p), 0);
+	ao_bufpool_info(pool, &info);
+	assert_int_equal(info.cache, 0);
+	assert_int_equal(info.cache_batch, 0);
+	destroy_clean(pool);
+}
+
+/* Same-thread pairs: one refill, then every get is a hit and the same
+ * buffer comes back (last in, first out). */
+static void test_cache_hit(void **state)
+{
+	struct ao_bufpool *pool = mkpool_cached(1024, 8);
+	struct ao_bufpool_stats st;
+	struct ao_buf *b, *first;
+
+	(void)state;
+	first = ao_buf_get(pool);
+	assert_non_null(first);
+	ao_buf_put(first);
+	for (int i = 0; i < 99; i++) {
+		b = ao_buf_get(pool);
+		assert_ptr_equal(b, first);
+		assert_int_equal(b->refs, 1);
+		assert_int_equal(b->len, 0);
+		assert_int_equal(ao_bufpool_in_use(pool), 1);
+		ao_buf_put(b);
+	}
+	ao_bufpool_stats(pool, &st);
+	assert_int_equal(st.cache_gets, 100);
+	assert_int_equal(st.cache_hits, 99);
+	assert_int_equal(st.cache_puts, 100);
+	assert_int_equal(st.cache_refills, 1);
+	assert_int_equal(st.cache_flushes, 0);
+	assert_int_equal(st.remote_frees, 0);
+	/* The refill's batch of 4 sits in this thread's cache. */
+	assert_int_equal(st.cached, 4);
+	assert_int_equal(st.sum.nfree, 1020);
+	assert_int_equal(st.in_use, 0);
+	destroy_clean(pool);
+}
+
+/* Refills and flushes move half a cache at a time. */
+static void test_cache_batches(void **state)
+{
+	struct ao_bufpool *pool = mkpool_cached(1024, 8);
+	struct ao_bufpool_stats st;
+	struct ao_buf *b[20];
+
+	(void)state;
+	for (int i = 0; i < 20; i++) {
+		b[i] = ao_buf_get(pool);
+		assert_non_null(b[i]);
+	}
+	ao_bufpool_stats(pool, &st);
+	assert_int_equal(st.cache_refills, 5);
+	assert_int_equal(st.cache_hits, 15);
+	assert_int_equal(st.sum.gets, 20); /* 5 batches of 4 */
+	assert_int_equal(st.in_use, 20);
+	assert_int_equal(st.cached, 0);
+	/* The list gives its 4 oldest back when a put takes it past 8 (to
+	 * 9, keeping 5): at the 9th put, the 13th and the 17th. */
+	for (int i = 0; i < 20; i++)
+		ao_buf_put(b[i]);
+	ao_bufpool_stats(pool, &st);
+	assert_int_equal(st.cache_flushes, 3);
+	assert_int_equal(st.sum.puts, 12);
+	assert_int_equal(st.cached, 8);
+	assert_int_equal(st.sum.nfree, 1024 - 8);
+	assert_int_equal(st.in_use, 0);
+	destroy_clean(pool);
+}
+
+/* A buffer put on another thread goes back to the cache that handed it
+ * out, and that thread's next gets take it without a refill. */
+struct xput_arg {
+	struct ao_buf **b;
+	int n;
+};
+
+static void *put_all(void *arg)
+{
+	struct xput_arg *a = arg;
+
+	for (int i = 0; i < a->n; i++)
+		ao_buf_put(a->b[i]);
+	return NULL;
+}
+
+static void test_cache_remote_home(void **state)
+{
+	struct ao_bufpool *pool = mkpool_cached(1024, 8);
+	struct ao_bufpool_stats st, st2;
+	struct ao_buf *b[6], *x, *rest[2], *again[6];
+	struct xput_arg a = { b, 6 };
+	pthread_t t;
+
+	(void)state;
+	for (int i = 0; i < 6; i++)
+		b[i] = ao_buf_get(pool);
+	/* Empty this thread's list: the refills left 2. */
+	ao_bufpool_stats(pool, &st);
+	assert_int_equal(st.cached, 2);
+	rest[0] = ao_buf_get(pool);
+	rest[1] = ao_buf_get(pool);
+
+	assert_int_equal(pthread_create(&t, NULL, put_all, &a), 0);
+	pthread_join(t, NULL);
+	ao_bufpool_stats(pool, &st);
+	assert_int_equal(st.remote_frees, 6);
+	assert_int_equal(st.in_use, 2);
+	assert_int_equal(st.cached, 6);
+	/* The six come home in one exchange: no refill. */
+	for (int i = 0; i < 6; i++) {
+		bool mine = false;
+
+		x = ao_buf_get(pool);
+		for (int k = 0; k < 6; k++)
+			mine |= x == b[k];
+		assert_true(mine);
+		again[i] = x;
+	}
+	ao_bufpool_stats(pool, &st2);
+	assert_int_equal(st2.cache_refills, st.cache_refills);
+	assert_int_equal(st2.cache_hits, st.cache_hits + 5);
+	for (int i = 0; i < 6; i++)
+		ao_buf_put(again[i]);
+	ao_buf_put(rest[0]);
+	ao_buf_put(rest[1]);
+	destroy_clean(pool);
+}
+
+/* A thread's exit gives its cache and its remote list back to the shards,
+ * and closes the remote list: puts of its buffers then stay with the
+ * putter. */
+struct exit_arg {
+	struct ao_bufpool *pool;
+	struct ao_buf *b[5];
+	int phase; /* 1: got them; 2: may exit */
+};
+
+static void *get_then_exit(void *arg)
+{
+	struct exit_arg *a = arg;
+
+	/* Use its cache first: refills and flushes. */
+	for (int k = 0; k < 3; k++) {
+		struct ao_buf *t[16];
+
+		for (int i = 0; i < 16; i++)
+			t[i] = ao_buf_get(a->pool);
+		for (int i = 0; i < 16; i++)
+			ao_buf_put(t[i]);
+	}
+	for (int i = 0; i < 5; i++)
+		a->b[i] = ao_buf_get(a->pool);
+	__atomic_store_n(&a->phase, 1, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&a->phase, __ATOMIC_ACQUIRE) != 2)
+		sched_yield();
+	return NULL;
+}
+
+static void test_cache_thread_exit(void **state)
+{
+	struct ao_bufpool *pool = mkpool_cached(1024, 8);
+	struct ao_bufpool_stats st;
+	struct exit_arg a = { .pool = pool };
+	pthread_t t;
+
+	(void)state;
+	t_watchdog_arm(60, "cache thread exit");
+	/* Its remote list holds buffers when it exits. */
+	assert_int_equal(pthread_create(&t, NULL, get_then_exit, &a), 0);
+	while (__atomic_load_n(&a.phase, __ATOMIC_ACQUIRE) != 1)
+		sched_yield();
+	for (int i = 0; i < 5; i++)
+		ao_buf_put(a.b[i]);
+	ao_bufpool_stats(pool, &st);
+	assert_int_equal(st.remote_frees, 5);
+	assert_true(st.cached >= 5);
+	__atomic_store_n(&a.phase, 2, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	ao_bufpool_stats(pool, &st);
+	/* This thread's list is empty (its puts went remote). */
+	assert_int_equal(st.cached, 0);
+	assert_int_equal(st.sum.nfree, 1024);
+	assert_int_equal(st.in_use, 0);
+
+	/* Its buffers put after it exited: closed, so they stay here. */
+	a.phase = 0;
+	assert_int_equal(pthread_create(&t, NULL, get_then_exit, &a), 0);
+	while (__atomic_load_n(&a.phase, __ATOMIC_ACQUIRE) != 1)
+		sched_yield();
+	__atomic_store_n(&a.phase, 2, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	ao_bufpool_stats(pool, &st);
+	assert_int_equal(st.in_use, 5);
+	assert_int_equal(st.cached, 0);
+	for (int i = 0; i < 5; i++)
+		ao_buf_put(a.b[i]);
+	ao_bufpool_stats(pool, &st);
+	assert_int_equal(st.remote_frees, 5); /* none more */
+	assert_int_equal(st.cached, 5);
+	assert_int_equal(st.in_use, 0);
+	t_watchdog_disarm();
+	destroy_clean(pool);
+}
+
+/* Every slot's cache full: they hold at most half the pool, and the rest
+ * can all be got by one thread. */
+#define BOUND_THREADS (int)(AO_BUFPOOL_CACHES - 1)
+
+struct bound_arg {
+	struct ao_bufpool *pool;
+	int *ready;
+	int *go;
+};
+
+static void *fill_cache(void *arg)
+{
+	struct bound_arg *a = arg;
+	struct ao_buf *t[16];
+
+	for (int i = 0; i < 16; i++)
+		t[i] = ao_buf_get(a->pool);
+	for (int i = 0; i < 16; i++)
+		ao_buf_put(t[i]);
+	__atomic_fetch_add(a->ready, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(a->go, __ATOMIC_ACQUIRE))
+		sched_yield();
+	return NULL;
+}
+
+static void test_cache_bound(void **state)
+{
+	struct ao_bufpool *pool = mkpool_cached(1024, 8);
+	struct bound_arg a[BOUND_THREADS];
+	struct ao_bufpool_stats st;
+	pthread_t t[BOUND_THREADS];
+	struct ao_buf **got = calloc(1024, sizeof(*got));
+	int ready = 0, go = 0;
+	uint32_t n = 0;
+
+	(void)state;
+	assert_non_null(got);
+	t_watchdog_arm(120, "cache bound");
+	for (int i = 0; i < BOUND_THREADS; i++) {
+		a[i] = (struct bound_arg){ pool, &ready, &go };
+		assert_int_equal(pthread_create(&t[i], NULL, fill_cache, &a[i]),
+				 0);
+	}
+	while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) < BOUND_THREADS)
+		sched_yield();
+	ao_bufpool_stats(pool, &st);
+	/* Each list ends at 8 (16 puts: flushes at the 9th and 13th). */
+	assert_true(st.cached <= AO_BUFPOOL_CACHES * 8);
+	assert_true(st.cached <= 1024 / 2);
+	assert_int_equal(st.in_use, 0);
+	print_message("      (%d threads' caches hold %u of 1024)\n",
+		      BOUND_THREADS, st.cached);
+	/* Everything else, here. */
+	while (n < 1024 && (got[n] = ao_buf_get(pool)) != NULL)
+		n++;
+	assert_int_equal(errno, ENOBUFS);
+	assert_int_equal(n + st.cached, 1024);
+	assert_true(n >= 1024 / 2);
+	__atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < BOUND_THREADS; i++)
+		pthread_join(t[i], NULL);
+	/* Their exits gave their caches back. */
+	ao_bufpool_stats(pool, &st);
+	assert_int_equal(st.cached, 0);
+	for (uint32_t i = 0; i < n; i++)
+		ao_buf_put(got[i]);
+	t_watchdog_disarm();
+	free(got);
+	destroy_clean(pool);
+}
+
+/* The remote lists are anyone's when the shards run dry. */
+static void test_cache_reclaim_remote(void **state)
+{
+	struct ao_bufpool *pool = mkpool_cached(256, 2);
+	struct ao_buf *b[256], *x;
+	struct xput_arg a = { b, 0 };
+	struct exit_arg e = { .pool = pool };
+	pthread_t t;
+	int n = 0;
+
+	(void)state;
+	while (n < 256 && (b[n] = ao_buf_get(pool)) != NULL)
+		n++;
+	assert_int_equal(n, 256);
+	/* All of them put on another thread: home to this thread's remote
+	 * list; the shards are empty. */
+	a.n = n;
+	assert_int_equal(pthread_create(&t, NULL, put_all, &a), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(ao_bufpool_in_use(pool), 0);
+	/* A third thread finds them. */
+	e.phase = 0;
+	assert_int_equal(pthread_create(&t, NULL, get_then_exit, &e), 0);
+	while (__atomic_load_n(&e.phase, __ATOMIC_ACQUIRE) != 1)
+		sched_yield();
+	for (int i = 0; i < 5; i++)
+		assert_non_null(e.b[i]);
+	__atomic_store_n(&e.phase, 2, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	for (int i = 0; i < 5; i++)
+		ao_buf_put(e.b[i]);
+	x = ao_buf_get(pool);
+	assert_non_null(x);
+	ao_buf_put(x);
+	destroy_clean(pool);
+}
+
+/* A waiter is woken by a put from a thread with a cache. */
+static void test_cache_wait_woken(void **state)
+{
+	struct ao_bufpool *pool = mkpool_cached(1024, 8);
+	struct waiter_arg w = { .pool = pool };
+	struct ao_buf **all = calloc(1024, sizeof(*all));
+	uint32_t n = 0;
+	pthread_t t;
+
+	(void)state;
+	assert_non_null(all);
+	t_watchdog_arm(30, "waiter never woken by a cached put");
+	while (n < 1024 && (all[n] = ao_buf_get(pool)) != NULL)
+		n++;
+	assert_int_equal(n, 1024);
+	assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
+	while (!__atomic_load_n(&w.started, __ATOMIC_ACQUIRE))
+		sched_yield();
+	t_sleep_ns(30000000);
+	ao_buf_put(all[--n]);
+	pthread_join(t, NULL);
+	t_watchdog_disarm();
+	assert_ptr_equal(w.got, all[n]);
+	ao_buf_put(w.got);
+	while (n)
+		ao_buf_put(all[--n]);
+	free(all);
+	destroy_clean(pool);
+}
+
+/* Many threads get, hand buffers to each other through shared slots and
+ * put what they are handed: cross-thread puts going home, refills,
+ * flushes and reclaims all at once (run under TSan and ASan too).  Each
+ * buffer is held by one thread at a time: the holder marks it. */
+#define XS_SLOTS 16
+
+struct xs_shared {
+	struct ao_bufpool *pool;
+	uint32_t *held; /* per buffer index: 0 free, else the holder */
+	struct ao_buf *slots[XS_SLOTS];
+	long iters;
+	int fail;
+};
+
+struct xs_arg {
+	struct xs_shared *sh;
+	uint32_t id;
+};
+
+static void xs_take(struct xs_arg *a, struct ao_buf *b, uint32_t from)
+{
+	uint32_t exp = from;
+
+	if (!__atomic_compare_exchange_n(&a->sh->held[ao_buf_index(b)], &exp,
+					 a->id, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED) ||
+	    (from && *(uint32_t *)b->data != from))
+		__atomic_store_n(&a->sh->fail, 1, __ATOMIC_RELAXED);
+	*(uint32_t *)b->data = a->id;
+}
+
+static void xs_drop(struct xs_arg *a, struct ao_buf *b, uint32_t to)
+{
+	uint32_t exp = a->id;
+
+	if (*(uint32_t *)b->data != a->id ||
+	    !__atomic_compare_exchange_n(&a->sh->held[ao_buf_index(b)], &exp,
+					 to, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		__atomic_store_n(&a->sh->fail, 1, __ATOMIC_RELAXED);
+	*(uint32_t *)b->data = to;
+}
+
+static void *xs_worker(void *arg)
+{
+	struct xs_arg *a = arg;
+	struct xs_shared *sh = a->sh;
+	unsigned int seed = a->id * 40503u;
+
+	for (long i = 0; i < sh->iters; i++) {
+		unsigned int r = (unsigned int)rand_r(&seed);
+		int n = 1 + (int)(r & 3);
+
+		for (int k = 0; k < n; k++) {
+			struct ao_buf *b = ao_buf_get(sh->pool), *o;
+			struct ao_buf **slot =
+				&sh->slots[(r >> (4 + k * 4)) % XS_SLOTS];
+
+			if (!b)
+				continue;
+			xs_take(a, b, 0);
+			if (r & (0x10000u << k)) { /* a same-thread pair */
+				xs_drop(a, b, 0);
+				ao_buf_put(b);
+				continue;
+			}
+			/* Hand it over; put what was there. */
+			xs_drop(a, b, 0x80000000u);
+			o = __atomic_exchange_n(slot, b, __ATOMIC_ACQ_REL);
+			if (o) {
+				xs_take(a, o, 0x80000000u);
+				xs_drop(a, o, 0);
+				ao_buf_put(o);
+			}
+		}
+		if ((i & 31) == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void run_cache_stress(uint32_t count, uint32_t cache, int threads)
+{
+	struct xs_shared sh = { 0 };
+	struct xs_arg a[16];
+	struct ao_bufpool_stats st;
+
+	sh.pool = mkpool_cached(count, cache);
+	sh.held = calloc(count, sizeof(*sh.held));
+	assert_non_null(sh.held);
+	sh.iters = t_scaled(40000, 1000);
+	for (int i = 0; i < threads; i++)
+		a[i] = (struct xs_arg){ &sh, (uint32_t)i + 1 };
+	t_watchdog_arm(120, "cache stress");
+	t_run_threads(threads, xs_worker, a, sizeof(a[0]));
+	t_watchdog_disarm();
+	for (int i = 0; i < XS_SLOTS; i++) {
+		if (sh.slots[i]) {
+			sh.held[ao_buf_index(sh.slots[i])] = 0;
+			ao_buf_put(sh.slots[i]);
+		}
+	}
+	assert_int_equal(sh.fail, 0);
+	ao_bufpool_stats(sh.pool, &st);
+	assert_int_equal(st.in_use, 0);
+	assert_int_equal(st.cache_gets, st.cache_puts);
+	assert_int_equal(st.sum.nfree + st.cached, count);
+	assert_true(st.remote_frees > 0);
+	print_message("      (%u bufs, cache %u, %d threads: %llu gets, %llu "
+		      "hits, %llu remote, %llu refills, %llu flushes, %llu "
+		      "NULL)\n",
+		      count, cache, threads, (unsigned long long)st.cache_gets,
+		      (unsigned long long)st.cache_hits,
+		      (unsigned long long)st.remote_frees,
+		      (unsigned long long)st.cache_refills,
+		      (unsigned long long)st.cache_flushes,
+		      (unsigned long long)st.exhausted);
+	destroy_clean(sh.pool);
+	free(sh.held);
+}
+
+static void test_cache_stress(void **state)
+{
+	(void)state;
+	run_cache_stress(1024, 8, 8);
+	/* Small: the shards run dry and the remote lists are reclaimed. */
+	run_cache_stress(256, 2, 12);
+}
+
 /* ---- reference counting across threads ---- */
 
 struct ref_arg {
@@ -753,15 +1287,20 @@ static void *own_worker(void *arg)
 }
 
 static void run_ownership(uint32_t count, uint32_t shards, unsigned int flags,
-			  int threads)
+			  int threads, uint32_t cache)
 {
+	struct ao_bufpool_params p = { .buf_size = 64,
+				       .count = count,
+				       .shards = shards,
+				       .flags = flags,
+				       .cache = cache };
 	struct own_shared sh = { 0 };
 	struct own_arg a[8];
 	struct ao_bufpool_stats st;
 	long gets = 0, nulls = 0, handoffs = 0;
 
 	assert_true(threads <= 8);
-	sh.pool = mkpool(64, count, shards, 0, flags);
+	assert_int_equal(ao_bufpool_create(&sh.pool, &p), 0);
 	sh.owner = calloc(count, sizeof(*sh.owner));
 	assert_non_null(sh.owner);
 	sh.iters = t_scaled(300000, 5000);
@@ -788,18 +1327,28 @@ static void run_ownership(uint32_t count, uint32_t shards, unsigned int flags,
 	for (uint32_t i = 0; i < count; i++)
 		assert_int_equal(sh.owner[i], 0);
 	ao_bufpool_stats(sh.pool, &st);
-	assert_int_equal(st.sum.gets, (uint64_t)gets);
-	assert_int_equal(st.sum.puts, (uint64_t)gets);
+	if (cache) {
+		/* Every thread had a cache: every get and put went through
+		 * one; the workers' exits gave theirs back. */
+		assert_int_equal(st.cache_gets, (uint64_t)gets);
+		assert_int_equal(st.cache_puts, (uint64_t)gets);
+		assert_int_equal(st.sum.nfree + st.cached, count);
+	} else {
+		assert_int_equal(st.sum.gets, (uint64_t)gets);
+		assert_int_equal(st.sum.puts, (uint64_t)gets);
+		assert_int_equal(st.sum.nfree, count);
+	}
 	assert_int_equal(st.exhausted, (uint64_t)nulls);
-	assert_int_equal(st.sum.nfree, count);
 	assert_true(gets > 0);
-	print_message("      (%u bufs, %u shards%s, %d threads: %ld gets, "
-		      "%ld hand-offs, %llu steals, %llu spills, %ld NULL)\n",
+	print_message("      (%u bufs, %u shards%s, cache %u, %d threads: %ld "
+		      "gets, %ld hand-offs, %llu steals, %llu spills, %llu "
+		      "remote, %ld NULL)\n",
 		      count, shards,
-		      flags & AO_BUFPOOL_RETURN_ORIGIN ? " origin" : "",
+		      flags & AO_BUFPOOL_RETURN_ORIGIN ? " origin" : "", cache,
 		      threads, gets, handoffs,
 		      (unsigned long long)st.sum.steals,
-		      (unsigned long long)st.sum.spills, nulls);
+		      (unsigned long long)st.sum.spills,
+		      (unsigned long long)st.remote_frees, nulls);
 	destroy_clean(sh.pool);
 	free(sh.owner);
 }
@@ -809,10 +1358,15 @@ static void test_ownership_stress(void **state)
 	(void)state;
 	/* 4 threads hold up to 8 each plus 4 in slots: 36 > 32, so the pool
 	 * runs dry now and then as well. */
-	run_ownership(32, 16, 0, 4);
-	run_ownership(32, 16, AO_BUFPOOL_RETURN_ORIGIN, 4);
-	run_ownership(32, 1, 0, 4);
-	run_ownership(256, 16, AO_BUFPOOL_THREAD_HOME, 8);
+	run_ownership(32, 16, 0, 4, 0);
+	run_ownership(32, 16, AO_BUFPOOL_RETURN_ORIGIN, 4, 0);
+	run_ownership(32, 1, 0, 4, 0);
+	run_ownership(256, 16, AO_BUFPOOL_THREAD_HOME, 8, 0);
+	/* Thread caches: the same hand-offs are cross-thread puts that go
+	 * home to the getter's cache (2 per cache: batches of one). */
+	run_ownership(512, 16, 0, 8, 4);
+	run_ownership(256, 16, AO_BUFPOOL_RETURN_ORIGIN, 8, 2);
+	run_ownership(128, 4, 0, 8, 0);
 }
 
 /* ---- statistics, lock phases, leak report ---- */
@@ -935,6 +1489,27 @@ static void do_double_put(void)
 	ao_buf_put(b);
 }
 
+static void do_double_put_cached(void)
+{
+	struct ao_bufpool *pool = mkpool_cached(1024, 8);
+	struct ao_buf *b = ao_buf_get(pool);
+
+	ao_buf_put(b);
+	ao_buf_put(b);
+}
+
+static void do_write_after_put_cached(void)
+{
+	struct ao_bufpool *pool = mkpool_cached(1024, 8);
+	struct ao_buf *b = ao_buf_get(pool);
+	volatile char *d = b->data;
+
+	ao_buf_put(b); /* onto this thread's cache */
+	d[10] = 1; /* ASan stops here; the debug build at the next get */
+	b = ao_buf_get(pool); /* the same buffer, off the cache */
+	(void)b;
+}
+
 static void do_foreign_put(void)
 {
 	struct ao_buf fake;
@@ -980,6 +1555,7 @@ static void test_misuse_debug(void **state)
 	if (!AO_CONFIG_DEBUG)
 		skip(); /* only DEBUG=1 builds check */
 	expect_death(do_double_put, "already free (double put");
+	expect_death(do_double_put_cached, "already free (double put");
 	expect_death(do_foreign_put, "foreign pointer");
 	expect_death(do_data_put, "foreign pointer");
 	expect_death(do_ref_after_put, "use after the last put");
@@ -988,11 +1564,14 @@ static void test_misuse_debug(void **state)
 static void test_use_after_put(void **state)
 {
 	(void)state;
-	if (T_ASAN)
+	if (T_ASAN) {
 		expect_death(do_write_after_put, "use-after-poison");
-	else if (AO_CONFIG_DEBUG)
+		expect_death(do_write_after_put_cached, "use-after-poison");
+	} else if (AO_CONFIG_DEBUG) {
 		expect_death(do_write_after_put, "written after its last put");
-	else
+		expect_death(do_write_after_put_cached,
+			     "written after its last put");
+	} else
 		skip(); /* needs DEBUG=1 or SANITIZE=address */
 }
 
@@ -1010,6 +1589,15 @@ int main(void)
 		cmocka_unit_test(test_wait_timeout),
 		cmocka_unit_test(test_wait_woken_by_put),
 		cmocka_unit_test(test_wait_stress),
+		cmocka_unit_test(test_cache_params),
+		cmocka_unit_test(test_cache_hit),
+		cmocka_unit_test(test_cache_batches),
+		cmocka_unit_test(test_cache_remote_home),
+		cmocka_unit_test(test_cache_thread_exit),
+		cmocka_unit_test(test_cache_bound),
+		cmocka_unit_test(test_cache_reclaim_remote),
+		cmocka_unit_test(test_cache_wait_woken),
+		cmocka_unit_test(test_cache_stress),
 		cmocka_unit_test(test_refcount_threads),
 		cmocka_unit_test(test_ownership_stress),
 		cmocka_unit_test(test_stats_lock_phases),

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * poolbench: the sharded buffer pool with 1 shard (the seed's "one
- * toilet") and with 16, against glibc malloc/free of the same size, in one
- * run.
+ * poolbench: the buffer pool against glibc malloc/free of the same size,
+ * in one run.  pool-1 is one shard without thread caches, the "one
+ * toilet": every get and put takes its one lock, the seed's three-phase
+ * lock (the seed: the 2006 server's spin, yield, sleep lock);
+ * pool-16-nocache is 16 shards without caches; pool-16 the default pool
+ * (16 shards, a cache per thread); pool-16-origin the same with puts
+ * spilling to their origin shard.
  *
  * pairs: T threads (1, 2, 4, 8) each loop { get; write a byte; put } for
  * --seconds; pairs per second over all threads, and for the pools the share
@@ -12,19 +16,22 @@
  * prodcons: T/2 producer/consumer pairs, each joined by a single-producer
  * single-consumer ring: the producer gets a buffer and fills its first
  * cache line, the consumer reads it and puts it, as the io threads and the
- * workers do.  The 16-shard pool runs with both cross-thread free policies
- * (local: the freeing thread's home shard up to a high-water mark, then the
- * origin; origin: always the origin shard): items per second, steals and
- * spills per thousand items, and the fullest shard seen (sampled every
- * millisecond) as a multiple of its fair share, count / shards.
+ * workers do: items per second, steals and spills per thousand items, and
+ * the fullest shard seen (sampled every millisecond) as a multiple of its
+ * fair share, count / shards.
+ *
+ * server-rx, server-tx: the game server's shape, three threads.  rx: one
+ * ring thread gets buffers (receives) and hands them in turn to two
+ * workers, which put them; tx: the two workers get buffers (snapshots)
+ * and the ring thread puts them (the sends completed).
  *
  * Each cell is run --runs times, the implementations interleaved, and
- * medians are reported; compare ratios within one run (the machine is
- * shared).
+ * medians are reported, with the median of the per-run ratios; compare
+ * ratios within one run (the machine is shared).
  *
  * --pairs=N --impl=I: only N get/put pairs on one thread in a noinline
- * function (pairs_pool, pairs_malloc, pairs_none), for counting instructions under callgrind
- * (tools/bench/poolbench-insns.sh).
+ * function (pairs_pool, pairs_malloc, pairs_none), for counting
+ * instructions under callgrind (tools/bench/poolbench-insns.sh).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -39,12 +46,11 @@
 #include <aorta/core/bufpool.h>
 #include "bench.h"
 
-enum impl { I_POOL1, I_POOL16, I_ORIGIN16, I_MALLOC, I_NR };
+enum impl { I_POOL1, I_NOCACHE16, I_POOL16, I_ORIGIN16, I_MALLOC, I_NR };
 
 static const char *const impl_names[I_NR] = {
-	[I_POOL1] = "pool-1",
-	[I_POOL16] = "pool-16",
-	[I_ORIGIN16] = "pool-16-origin",
+	[I_POOL1] = "pool-1",	[I_NOCACHE16] = "pool-16-nocache",
+	[I_POOL16] = "pool-16", [I_ORIGIN16] = "pool-16-origin",
 	[I_MALLOC] = "malloc",
 };
 
@@ -64,7 +70,10 @@ static struct ao_bufpool *make_pool(int kind, uint32_t count)
 		.buf_size = opt_size,
 		.count = count,
 		.shards = kind == I_POOL1 ? 1 : 16,
-		.flags = kind == I_ORIGIN16 ? AO_BUFPOOL_RETURN_ORIGIN : 0,
+		.flags = (kind == I_ORIGIN16 ? AO_BUFPOOL_RETURN_ORIGIN : 0) |
+			 (kind == I_POOL1 || kind == I_NOCACHE16 ?
+				  AO_BUFPOOL_NO_CACHE :
+				  0),
 	};
 	struct ao_bufpool *pool;
 	int err = ao_bufpool_create(&pool, &p);
@@ -118,9 +127,13 @@ static int run_pairs(const char *impl, long n)
 {
 	struct ao_bufpool *pool = NULL;
 
-	if (!strcmp(impl, "pool-16") || !strcmp(impl, "pool-1")) {
-		pool = make_pool(
-			impl[5] == '1' && !impl[6] ? I_POOL1 : I_POOL16, 1024);
+	if (!strcmp(impl, "pool-16") || !strcmp(impl, "pool-1") ||
+	    !strcmp(impl, "pool-16-nocache")) {
+		pool = make_pool(!strcmp(impl, "pool-1") ? I_POOL1 :
+				 !strcmp(impl, "pool-16-nocache") ?
+							   I_NOCACHE16 :
+							   I_POOL16,
+				 1024);
 		/* Warm: sched_getcpu's first call, the first touches. */
 		for (int i = 0; i < 1000; i++)
 			ao_buf_put(ao_buf_get(pool));
@@ -153,7 +166,8 @@ struct worker {
 	int kind;
 	int cpu;
 	struct ao_bufpool *pool;
-	struct ring *ring;
+	struct ring *rings[2]; /* a producer's or a consumer's */
+	int nrings;
 	uint64_t ops;
 	uint64_t nulls;
 } __ao_cacheline_aligned;
@@ -216,24 +230,35 @@ struct ring {
 	uint32_t tail __ao_cacheline_aligned; /* written by the consumer */
 };
 
+/* Gets and fills buffers, and hands them to its rings in turn (a ring
+ * thread receiving for several workers when it has more than one). */
 static void *producer(void *arg)
 {
 	struct worker *w = arg;
-	struct ring *r = w->ring;
-	uint32_t head = 0;
+	uint32_t head[2] = { 0, 0 };
 	uint64_t n = 0;
+	int k = 0;
 
 	wait_go(w);
 	while (!stopped(w)) {
+		struct ring *r;
 		void *p;
+		int tries = 0;
 
 		/* Acquire: the consumer is done with the slot; pairs with
 		 * its release store of tail. */
-		if (head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) ==
-		    RING) {
+		while (tries < w->nrings &&
+		       head[k] - __atomic_load_n(&w->rings[k]->tail,
+						 __ATOMIC_ACQUIRE) ==
+			       RING) {
+			k = (k + 1) % w->nrings;
+			tries++;
+		}
+		if (tries == w->nrings) {
 			sched_yield();
 			continue;
 		}
+		r = w->rings[k];
 		if (w->kind == I_MALLOC) {
 			p = malloc(opt_size);
 		} else {
@@ -248,10 +273,11 @@ static void *producer(void *arg)
 		}
 		memset(w->kind == I_MALLOC ? p : ((struct ao_buf *)p)->data,
 		       (int)n, 64);
-		r->slot[head % RING] = p;
+		r->slot[head[k] % RING] = p;
 		/* Release: the slot and the buffer's bytes are visible
 		 * before the new head; pairs with the consumer's acquire. */
-		__atomic_store_n(&r->head, ++head, __ATOMIC_RELEASE);
+		__atomic_store_n(&r->head, ++head[k], __ATOMIC_RELEASE);
+		k = (k + 1) % w->nrings;
 		n++;
 	}
 	w->ops = n;
@@ -260,38 +286,57 @@ static void *producer(void *arg)
 	return NULL;
 }
 
+/* Reads and puts what its rings bring, until every producer stopped and
+ * the rings are empty. */
 static void *consumer(void *arg)
 {
 	struct worker *w = arg;
-	struct ring *r = w->ring;
-	uint32_t tail = 0;
+	uint32_t tail[2] = { 0, 0 };
 	uint64_t n = 0, sum = 0;
 
 	wait_go(w);
 	for (;;) {
-		void *p;
+		bool got = false;
 
-		/* Acquire: pairs with the producer's release of head. */
-		if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) == tail) {
-			if (!__atomic_load_n(&w->ctl->producers_left,
-					     __ATOMIC_ACQUIRE) &&
-			    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) == tail)
+		for (int k = 0; k < w->nrings; k++) {
+			struct ring *r = w->rings[k];
+			void *p;
+
+			/* Acquire: pairs with the producer's release. */
+			if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) ==
+			    tail[k])
+				continue;
+			p = r->slot[tail[k] % RING];
+			if (w->kind == I_MALLOC) {
+				sum += ((unsigned char *)p)[63];
+				free(p);
+			} else {
+				sum += ((unsigned char *)((struct ao_buf *)p)
+						->data)[63];
+				ao_buf_put(p);
+			}
+			/* Release: we are done with the slot; pairs with
+			 * the producer's acquire of tail. */
+			__atomic_store_n(&r->tail, ++tail[k], __ATOMIC_RELEASE);
+			n++;
+			got = true;
+		}
+		if (got)
+			continue;
+		if (!__atomic_load_n(&w->ctl->producers_left,
+				     __ATOMIC_ACQUIRE)) {
+			bool empty = true;
+
+			for (int k = 0; k < w->nrings; k++)
+				if (__atomic_load_n(&w->rings[k]->head,
+						    __ATOMIC_ACQUIRE) !=
+				    tail[k])
+					empty = false;
+			if (empty)
 				break;
-			sched_yield();
 			continue;
 		}
-		p = r->slot[tail % RING];
-		if (w->kind == I_MALLOC) {
-			sum += ((unsigned char *)p)[63];
-			free(p);
-		} else {
-			sum += ((unsigned char *)((struct ao_buf *)p)->data)[63];
-			ao_buf_put(p);
-		}
-		/* Release: we are done with the slot; pairs with the
-		 * producer's acquire of tail. */
-		__atomic_store_n(&r->tail, ++tail, __ATOMIC_RELEASE);
-		n++;
+		sched_yield();
 	}
 	escape(&sum);
 	w->ops = n;
@@ -346,7 +391,14 @@ static double sample_fill(struct ao_bufpool *pool, double seconds)
 	return (double)max * info.shards / info.count;
 }
 
-static void run_cell(int kind, int threads, bool prodcons, double seconds,
+enum shape {
+	S_PAIRS, /* each thread gets and puts */
+	S_PRODCONS, /* T/2 producer -> consumer pairs */
+	S_RX, /* one ring thread gets, two workers put */
+	S_TX, /* two workers get, one ring thread puts */
+};
+
+static void run_cell(int kind, int threads, enum shape shape, double seconds,
 		     struct cell *c)
 {
 	struct ctl ctl = { 0 };
@@ -357,25 +409,39 @@ static void run_cell(int kind, int threads, bool prodcons, double seconds,
 	uint64_t t0, ops = 0;
 	double fill;
 
+	bool prodcons = shape != S_PAIRS;
+	int nrings = shape == S_PRODCONS ? threads / 2 : 2;
+
 	memset(c, 0, sizeof(*c));
 	if (kind != I_MALLOC)
 		pool = make_pool(kind, opt_count);
 	if (prodcons) {
 		if (posix_memalign((void **)&rings, AO_CACHELINE_SIZE,
-				   sizeof(*rings) * (size_t)(threads / 2)))
+				   sizeof(*rings) * (size_t)nrings))
 			exit(1);
-		memset(rings, 0, sizeof(*rings) * (size_t)(threads / 2));
-		ctl.producers_left = threads / 2;
+		memset(rings, 0, sizeof(*rings) * (size_t)nrings);
+		ctl.producers_left = shape == S_RX ? 1 :
+				     shape == S_TX ? 2 :
+						     threads / 2;
 	}
 	for (int i = 0; i < threads; i++) {
 		w[i].ctl = &ctl;
 		w[i].kind = kind;
 		w[i].pool = pool;
-		if (prodcons) {
-			w[i].ring = &rings[i / 2];
+		fn[i] = pair_worker;
+		if (shape == S_PRODCONS) {
+			w[i].rings[0] = &rings[i / 2];
+			w[i].nrings = 1;
 			fn[i] = i % 2 ? consumer : producer;
-		} else {
-			fn[i] = pair_worker;
+		} else if (prodcons) {
+			/* Thread 0 is the ring thread, 1 and 2 the workers. */
+			bool ring_thread = i == 0;
+
+			w[i].rings[0] = &rings[ring_thread ? 0 : i - 1];
+			w[i].rings[1] = &rings[1];
+			w[i].nrings = ring_thread ? 2 : 1;
+			fn[i] = ring_thread == (shape == S_RX) ? producer :
+								 consumer;
 		}
 	}
 	start(w, threads, fn);
@@ -386,7 +452,7 @@ static void run_cell(int kind, int threads, bool prodcons, double seconds,
 		pthread_join(w[i].tid, NULL);
 	t0 = bench_now_ns() - t0;
 	for (int i = 0; i < threads; i++) {
-		if (!prodcons || i % 2)
+		if (fn[i] != producer)
 			ops += w[i].ops;
 		c->nulls += w[i].nulls;
 	}
@@ -450,14 +516,27 @@ static const char extra_usage[] =
 	"  --size=N        buffer size in bytes (default 2048)\n"
 	"  --count=N       buffers in each pool (default 4096)\n"
 	"  --pairs=N       only N get/put pairs of --impl on one thread\n"
-	"  --impl=I        pool-16, pool-1, malloc, none";
+	"  --impl=I        pool-16, pool-16-nocache, pool-1, malloc, none";
 
 /* ---- output ---- */
 
 #define MAXT 8
-static struct cell pres[MAXT][I_NR], cres[MAXT][I_NR];
-static bool pres_ok[MAXT][I_NR], cres_ok[MAXT][I_NR];
-static double pratio[MAXT]; /* median over runs of pool-16 / pool-1 */
+#define NSHAPES 4
+
+static const char *const shape_names[NSHAPES] = {
+	[S_PAIRS] = "pairs",
+	[S_PRODCONS] = "prodcons",
+	[S_RX] = "server-rx",
+	[S_TX] = "server-tx",
+};
+
+/* Per shape and thread-count index: medians, and medians of the ratios
+ * of cells run back to back (pool-16 against pool-1, pool-16 against
+ * malloc), so that both saw about the same load. */
+static struct cell res[NSHAPES][MAXT][I_NR];
+static bool res_ok[NSHAPES][MAXT][I_NR];
+static double r_pool1[NSHAPES][MAXT], r_malloc[NSHAPES][MAXT];
+static double lo_malloc[NSHAPES][MAXT], hi_malloc[NSHAPES][MAXT];
 
 static double ratio(double a, double b)
 {
@@ -504,44 +583,209 @@ static void json_phases(const struct cell *c)
 	bench_json_num("phase3", share(&c->st, 3));
 }
 
-static void print_targets(bool json)
+/* Median of the per-run ratios a[r] / b[r]; the lowest and highest too. */
+static double run_ratio(const struct cell *a, const struct cell *b, int n,
+			double *lo, double *hi)
+{
+	double v[64] = { 0 };
+
+	for (int r = 0; r < n; r++)
+		v[r] = ratio(a[r].ops_per_s, b[r].ops_per_s);
+	*lo = *hi = v[0];
+	for (int r = 1; r < n; r++) {
+		*lo = v[r] < *lo ? v[r] : *lo;
+		*hi = v[r] > *hi ? v[r] : *hi;
+	}
+	return bench_median(v, (size_t)n);
+}
+
+static void run_section(const struct bench_opts *o, enum shape sh)
+{
+	static const char *const heads[NSHAPES] = {
+		[S_PAIRS] =
+			"\npairs: each thread loops get, write a byte, put\n"
+			"thr impl            Mpairs/s  vs-1shard  vs-malloc"
+			"  lock fast/p1/p2/p3 %\n",
+		[S_PRODCONS] =
+			"\nprodcons: T/2 producer -> consumer pairs (get "
+			"on one thread, put on another)\n",
+		[S_RX] = "\nserver-rx: one ring thread gets (receives), two "
+			 "workers put\n",
+		[S_TX] = "\nserver-tx: two workers get (snapshots), one ring "
+			 "thread puts (send done)\n",
+	};
+	char name[96];
+
+	if (!o->json) {
+		printf("%s", heads[sh]);
+		if (sh != S_PAIRS)
+			printf("thr impl            Mitems/s  vs-1shard  "
+			       "vs-malloc  steals/k  spills/k  max-fill  lock "
+			       "fast/p1/p2/p3 %%\n");
+	}
+	for (int ti = 0; ti < opt_nthreads; ti++) {
+		int t = opt_threads[ti];
+		struct cell runs[I_NR][64];
+
+		if (sh == S_PRODCONS && (t < 2 || t % 2))
+			continue;
+		if ((sh == S_RX || sh == S_TX) && ti)
+			continue; /* three threads, once */
+		if (sh == S_RX || sh == S_TX)
+			t = 3;
+		for (int r = 0; r < o->runs; r++)
+			for (int i = 0; i < I_NR; i++) {
+				if (sh == S_PAIRS && i == I_ORIGIN16)
+					continue; /* no cross-thread put */
+				snprintf(name, sizeof(name), "%s/%s/t%d",
+					 shape_names[sh], impl_names[i], t);
+				if (!bench_selected(o, name))
+					continue;
+				run_cell(i, t, sh, o->seconds, &runs[i][r]);
+				res_ok[sh][ti][i] = true;
+			}
+		if (res_ok[sh][ti][I_POOL16] && res_ok[sh][ti][I_POOL1]) {
+			double lo, hi;
+
+			r_pool1[sh][ti] = run_ratio(runs[I_POOL16],
+						    runs[I_POOL1], o->runs, &lo,
+						    &hi);
+		}
+		if (res_ok[sh][ti][I_POOL16] && res_ok[sh][ti][I_MALLOC])
+			r_malloc[sh][ti] = run_ratio(runs[I_POOL16],
+						     runs[I_MALLOC], o->runs,
+						     &lo_malloc[sh][ti],
+						     &hi_malloc[sh][ti]);
+		for (int i = 0; i < I_NR; i++)
+			if (res_ok[sh][ti][i])
+				cell_median(runs[i], o->runs, &res[sh][ti][i]);
+		for (int i = 0; i < I_NR; i++) {
+			const struct cell *c = &res[sh][ti][i];
+			const struct cell *p1 = &res[sh][ti][I_POOL1];
+			const struct cell *m = &res[sh][ti][I_MALLOC];
+
+			if (!res_ok[sh][ti][i])
+				continue;
+			if (o->json) {
+				bench_json_begin("poolbench");
+				bench_json_str("scenario", shape_names[sh]);
+				bench_json_str("impl", impl_names[i]);
+				bench_json_int("threads", t);
+				bench_json_int("size", (long long)opt_size);
+				bench_json_num(sh == S_PAIRS ? "pairs_per_s" :
+							       "items_per_s",
+					       c->ops_per_s);
+				bench_json_num("vs_pool1",
+					       ratio(c->ops_per_s,
+						     p1->ops_per_s));
+				bench_json_num("vs_malloc",
+					       ratio(c->ops_per_s,
+						     m->ops_per_s));
+				if (i != I_MALLOC) {
+					if (sh != S_PAIRS) {
+						bench_json_num("steals_per_k",
+							       c->steals_k);
+						bench_json_num("spills_per_k",
+							       c->spills_k);
+						bench_json_num("max_fill",
+							       c->max_fill);
+					}
+					json_phases(c);
+				}
+				bench_json_end();
+				continue;
+			}
+			printf("%3d %-15s %9.2f %9.2fx %9.2fx", t,
+			       impl_names[i], c->ops_per_s / 1e6,
+			       ratio(c->ops_per_s, p1->ops_per_s),
+			       ratio(c->ops_per_s, m->ops_per_s));
+			if (i != I_MALLOC && sh != S_PAIRS)
+				printf(" %9.1f %9.1f %8.1fx ", c->steals_k,
+				       c->spills_k, c->max_fill);
+			if (i != I_MALLOC)
+				printf("  %.2f/%.2f/%.3f/%.3f",
+				       100 * share(&c->st, 0),
+				       100 * share(&c->st, 1),
+				       100 * share(&c->st, 2),
+				       100 * share(&c->st, 3));
+			putchar('\n');
+		}
+	}
+}
+
+static void print_targets(const struct bench_opts *o)
 {
 	double la[1] = { -1 };
 
-	if (!json)
-		printf("\nTargets (issue #4), within this run:\n");
-	for (int ti = 0; ti < opt_nthreads; ti++) {
-		const struct cell *p16 = &pres[ti][I_POOL16];
-		int t = opt_threads[ti];
-		double r = pratio[ti];
-		double fp1 = share(&p16->st, 0) + share(&p16->st, 1);
+	if (!o->json)
+		printf("\nTargets, within this run (pool-16: the default pool, "
+		       "16 shards and thread caches; ratios are medians of "
+		       "per-run ratios, [lowest-highest]):\n");
+	for (int sh = 0; sh < NSHAPES; sh++) {
+		for (int ti = 0; ti < opt_nthreads; ti++) {
+			int t = sh >= S_RX ? 3 : opt_threads[ti];
+			const struct cell *p16 = &res[sh][ti][I_NOCACHE16];
+			double fp1 = share(&p16->st, 0) + share(&p16->st, 1);
+			bool vs_m = res_ok[sh][ti][I_POOL16] &&
+				    res_ok[sh][ti][I_MALLOC];
+			bool vs_1 = res_ok[sh][ti][I_POOL16] &&
+				    res_ok[sh][ti][I_POOL1];
 
-		if (!pres_ok[ti][I_POOL1] || !pres_ok[ti][I_POOL16])
-			continue;
-		if (json) {
-			bench_json_begin("poolbench");
-			bench_json_str("scenario", "target");
-			bench_json_int("threads", t);
-			bench_json_num("pool16_vs_pool1", r);
-			bench_json_num("pool16_fast_or_phase1", fp1);
-			if (getloadavg(la, 1) == 1)
-				bench_json_num("loadavg", la[0]);
-			bench_json_end();
-			continue;
+			if (!vs_m && !vs_1)
+				continue;
+			if (o->json) {
+				bench_json_begin("poolbench");
+				bench_json_str("scenario", "target");
+				bench_json_str("shape", shape_names[sh]);
+				bench_json_int("threads", t);
+				if (vs_1)
+					bench_json_num("pool16_vs_pool1",
+						       r_pool1[sh][ti]);
+				if (vs_m)
+					bench_json_num("pool16_vs_malloc",
+						       r_malloc[sh][ti]);
+				if (sh == S_PAIRS &&
+				    res_ok[sh][ti][I_NOCACHE16])
+					bench_json_num("nocache16_fast_or_"
+						       "phase1",
+						       fp1);
+				if (getloadavg(la, 1) == 1)
+					bench_json_num("loadavg", la[0]);
+				bench_json_end();
+				continue;
+			}
+			if (sh == S_PAIRS && vs_m)
+				bench_target(
+					r_malloc[sh][ti] >= 1.5,
+					"t%-2d pairs: pool-16 %.2fx malloc "
+					"[%.2f-%.2f] (>= 1.5)",
+					t, r_malloc[sh][ti], lo_malloc[sh][ti],
+					hi_malloc[sh][ti]);
+			if (sh == S_PAIRS && vs_1 && t >= 4)
+				bench_target(
+					r_pool1[sh][ti] >= 2.0,
+					"t%-2d pairs: pool-16 %.2fx pool-1 "
+					"(the seed's one lock; >= 2)",
+					t, r_pool1[sh][ti]);
+			if (sh == S_PAIRS && t == 8 &&
+			    res_ok[sh][ti][I_NOCACHE16])
+				bench_target(fp1 > 0.99,
+					     "t8  pairs, 16 shards without "
+					     "caches: %.3f%% of lock "
+					     "acquisitions fast or phase 1 "
+					     "(> 99%%)",
+					     100.0 * fp1);
+			if (sh != S_PAIRS && vs_m)
+				bench_target(r_malloc[sh][ti] >= 1.0,
+					     "t%-2d %s: pool-16 %.2fx malloc "
+					     "[%.2f-%.2f] (>= 1.0)",
+					     t, shape_names[sh],
+					     r_malloc[sh][ti],
+					     lo_malloc[sh][ti],
+					     hi_malloc[sh][ti]);
 		}
-		if (t >= 4)
-			bench_target(
-				r >= 2.0,
-				"t%-2d pairs: 16 shards %.2fx 1 shard (>= 2; "
-				"median of per-run ratios)",
-				t, r);
-		if (t == 8)
-			bench_target(fp1 > 0.99,
-				     "t8  pairs, 16 shards: %.3f%% of lock "
-				     "acquisitions fast or phase 1 (> 99%%)",
-				     100.0 * fp1);
 	}
-	if (!json) {
+	if (!o->json) {
 		printf("  (instructions per pair against malloc/free: "
 		       "sh tools/bench/poolbench-insns.sh)\n");
 		if (getloadavg(la, 1) == 1)
@@ -554,7 +798,6 @@ static void print_targets(bool json)
 int main(int argc, char **argv)
 {
 	struct bench_opts o;
-	char name[96];
 
 	bench_parse(argc, argv, &o, 0.5, 3, extra_usage, extra_opt);
 	ao_clock_calibrate();
@@ -572,158 +815,17 @@ int main(int argc, char **argv)
 		getloadavg(la, 1);
 		printf("poolbench: %ld CPUs, %s, %zu-byte buffers, %u per pool, "
 		       "%.2fs per cell, %d run%s (medians), load average "
-		       "%.2f\n",
+		       "%.2f\n"
+		       "pool-1: one shard, no thread caches (the seed's one "
+		       "lock); pool-16-nocache: 16 shards, no caches;\n"
+		       "pool-16: 16 shards and thread caches (the default); "
+		       "pool-16-origin: the same, puts spill to the origin\n",
 		       sysconf(_SC_NPROCESSORS_ONLN), ao_arch_name(), opt_size,
 		       opt_count, o.seconds, o.runs, o.runs > 1 ? "s" : "",
 		       la[0]);
 	}
-
-	/* pairs */
-	if (!o.json)
-		printf("\npairs: each thread loops get, write a byte, put\n"
-		       "thr impl            Mpairs/s  vs-1shard  vs-malloc  "
-		       "lock fast/p1/p2/p3 %%\n");
-	for (int ti = 0; ti < opt_nthreads; ti++) {
-		int t = opt_threads[ti];
-		struct cell runs[I_NR][64];
-		const int kinds[] = { I_POOL1, I_POOL16, I_MALLOC };
-
-		for (int r = 0; r < o.runs; r++)
-			for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
-				snprintf(name, sizeof(name), "pairs/%s/t%d",
-					 impl_names[kinds[k]], t);
-				if (!bench_selected(&o, name))
-					continue;
-				run_cell(kinds[k], t, false, o.seconds,
-					 &runs[kinds[k]][r]);
-				pres_ok[ti][kinds[k]] = true;
-			}
-		if (pres_ok[ti][I_POOL1] && pres_ok[ti][I_POOL16]) {
-			double v[64];
-
-			/* Ratio of cells run back to back, so that both saw
-			 * about the same load; then the median. */
-			for (int r = 0; r < o.runs; r++)
-				v[r] = ratio(runs[I_POOL16][r].ops_per_s,
-					     runs[I_POOL1][r].ops_per_s);
-			pratio[ti] = bench_median(v, (size_t)o.runs);
-		}
-		for (size_t k = 0; k < ARRAY_SIZE(kinds); k++)
-			if (pres_ok[ti][kinds[k]])
-				cell_median(runs[kinds[k]], o.runs,
-					    &pres[ti][kinds[k]]);
-		for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
-			int i = kinds[k];
-			const struct cell *c = &pres[ti][i];
-
-			if (!pres_ok[ti][i])
-				continue;
-			if (o.json) {
-				bench_json_begin("poolbench");
-				bench_json_str("scenario", "pairs");
-				bench_json_str("impl", impl_names[i]);
-				bench_json_int("threads", t);
-				bench_json_int("size", (long long)opt_size);
-				bench_json_num("pairs_per_s", c->ops_per_s);
-				bench_json_num(
-					"vs_pool1",
-					ratio(c->ops_per_s,
-					      pres[ti][I_POOL1].ops_per_s));
-				bench_json_num(
-					"vs_malloc",
-					ratio(c->ops_per_s,
-					      pres[ti][I_MALLOC].ops_per_s));
-				if (i != I_MALLOC)
-					json_phases(c);
-				bench_json_end();
-				continue;
-			}
-			printf("%3d %-15s %9.2f %9.2fx %9.2fx", t,
-			       impl_names[i], c->ops_per_s / 1e6,
-			       ratio(c->ops_per_s, pres[ti][I_POOL1].ops_per_s),
-			       ratio(c->ops_per_s,
-				     pres[ti][I_MALLOC].ops_per_s));
-			if (i != I_MALLOC)
-				printf("  %.2f/%.2f/%.3f/%.3f",
-				       100 * share(&c->st, 0),
-				       100 * share(&c->st, 1),
-				       100 * share(&c->st, 2),
-				       100 * share(&c->st, 3));
-			putchar('\n');
-		}
-	}
-
-	/* producer/consumer */
-	if (!o.json)
-		printf("\nprodcons: T/2 producer -> consumer pairs (get on one "
-		       "thread, put on another)\n"
-		       "thr impl            Mitems/s  vs-1shard  vs-malloc  "
-		       "steals/k  spills/k  max-fill  lock fast/p1/p2/p3 %%\n");
-	for (int ti = 0; ti < opt_nthreads; ti++) {
-		int t = opt_threads[ti];
-		struct cell runs[I_NR][64];
-
-		if (t < 2 || t % 2)
-			continue;
-		for (int r = 0; r < o.runs; r++)
-			for (int i = 0; i < I_NR; i++) {
-				snprintf(name, sizeof(name), "prodcons/%s/t%d",
-					 impl_names[i], t);
-				if (!bench_selected(&o, name))
-					continue;
-				run_cell(i, t, true, o.seconds, &runs[i][r]);
-				cres_ok[ti][i] = true;
-			}
-		for (int i = 0; i < I_NR; i++)
-			if (cres_ok[ti][i])
-				cell_median(runs[i], o.runs, &cres[ti][i]);
-		for (int i = 0; i < I_NR; i++) {
-			const struct cell *c = &cres[ti][i];
-
-			if (!cres_ok[ti][i])
-				continue;
-			if (o.json) {
-				bench_json_begin("poolbench");
-				bench_json_str("scenario", "prodcons");
-				bench_json_str("impl", impl_names[i]);
-				bench_json_int("threads", t);
-				bench_json_int("size", (long long)opt_size);
-				bench_json_num("items_per_s", c->ops_per_s);
-				bench_json_num(
-					"vs_pool1",
-					ratio(c->ops_per_s,
-					      cres[ti][I_POOL1].ops_per_s));
-				bench_json_num(
-					"vs_malloc",
-					ratio(c->ops_per_s,
-					      cres[ti][I_MALLOC].ops_per_s));
-				if (i != I_MALLOC) {
-					bench_json_num("steals_per_k",
-						       c->steals_k);
-					bench_json_num("spills_per_k",
-						       c->spills_k);
-					bench_json_num("max_fill", c->max_fill);
-					json_phases(c);
-				}
-				bench_json_end();
-				continue;
-			}
-			printf("%3d %-15s %9.2f %9.2fx %9.2fx", t,
-			       impl_names[i], c->ops_per_s / 1e6,
-			       ratio(c->ops_per_s, cres[ti][I_POOL1].ops_per_s),
-			       ratio(c->ops_per_s,
-				     cres[ti][I_MALLOC].ops_per_s));
-			if (i != I_MALLOC)
-				printf(" %9.1f %9.1f %8.1fx  "
-				       "%.2f/%.2f/%.3f/%.3f",
-				       c->steals_k, c->spills_k, c->max_fill,
-				       100 * share(&c->st, 0),
-				       100 * share(&c->st, 1),
-				       100 * share(&c->st, 2),
-				       100 * share(&c->st, 3));
-			putchar('\n');
-		}
-	}
-	print_targets(o.json);
+	for (int sh = 0; sh < NSHAPES; sh++)
+		run_section(&o, (enum shape)sh);
+	print_targets(&o);
 	return 0;
 }

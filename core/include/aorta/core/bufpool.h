@@ -28,11 +28,19 @@
 #define AO_BUFPOOL_DEFAULT_SHARDS 16u
 #define AO_BUFPOOL_MAX_SHARDS 1024u
 #define AO_BUFPOOL_MAX_COUNT (1u << 24)
+/* Threads that can have a cache in a pool at once (others use the shards). */
+#define AO_BUFPOOL_CACHES 64u
+/* Default and largest buffers per thread cache. */
+#define AO_BUFPOOL_CACHE_DEFAULT 32u
+#define AO_BUFPOOL_CACHE_MAX 4096u
 
 /* Flags for struct ao_bufpool_params. */
 #define AO_BUFPOOL_HUGE 0x1u /* try MAP_HUGETLB first, fall back to 4K */
 #define AO_BUFPOOL_RETURN_ORIGIN 0x2u /* a put goes to the buffer's origin */
 #define AO_BUFPOOL_THREAD_HOME 0x4u /* home shard per thread, not per CPU */
+#define AO_BUFPOOL_NO_CACHE \
+	0x8u /* no thread caches: every get and put
+				  * goes to a shard */
 
 struct ao_bufpool;
 
@@ -48,6 +56,7 @@ struct ao_buf {
 	struct ao_buf *next; /* free-stack link while free */
 	uint32_t origin; /* the shard it started in */
 	uint32_t magic; /* live/free marker, checked in debug builds */
+	uint32_t owner; /* cache slot + 1 that handed it out; 0: a shard */
 } __ao_cacheline_aligned;
 
 /* How to create a pool. */
@@ -58,6 +67,9 @@ struct ao_bufpool_params {
 	uint32_t high_water; /* free buffers a home shard keeps before a
 			      * put spills to the origin; 0: default */
 	unsigned int flags; /* AO_BUFPOOL_* */
+	uint32_t cache; /* buffers per thread cache, 2 .. CACHE_MAX, and
+			 * CACHES * cache <= count / 2; 0: min(32, count /
+			 * 128), no caches below 8 */
 };
 
 /* The arena, for registering it with io_uring. */
@@ -70,6 +82,8 @@ struct ao_bufpool_info {
 	uint32_t shards; /* shards */
 	uint32_t high_water; /* per-shard spill threshold in use */
 	bool huge; /* arena is on huge pages */
+	uint32_t cache; /* buffers per thread cache; 0: no caches */
+	uint32_t cache_batch; /* buffers a refill or flush moves */
 };
 
 /* Counters of one shard (racy snapshot while the pool is in use). */
@@ -86,11 +100,21 @@ struct ao_bufpool_shard_stats {
 
 /* Totals over every shard, plus the pool-wide counters. */
 struct ao_bufpool_stats {
-	struct ao_bufpool_shard_stats sum; /* nfree: total free now */
+	struct ao_bufpool_shard_stats sum; /* nfree: free in the shards */
 	uint64_t exhausted; /* gets that returned NULL with ENOBUFS */
 	uint64_t waits; /* ao_buf_get_wait() calls that slept */
 	uint64_t timeouts; /* ao_buf_get_wait() calls that timed out */
 	uint32_t in_use; /* buffers out now */
+	/* Thread caches (0 without them).  Added before the first release:
+	 * callers compiled against the older, shorter struct must be
+	 * rebuilt. */
+	uint32_t cached; /* free buffers in thread caches and remote lists */
+	uint64_t cache_gets; /* gets through a thread cache */
+	uint64_t cache_hits; /* of those, served by the thread's own list */
+	uint64_t cache_puts; /* last puts through a thread cache */
+	uint64_t remote_frees; /* of those, sent to the getter's cache */
+	uint64_t cache_refills; /* batches caches took from the shards */
+	uint64_t cache_flushes; /* batches caches gave back to the shards */
 };
 
 /* Create a pool; 0 or -EINVAL (bad params), -ENOMEM. */
