@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 #include <aorta/clock.h>
 #include <aorta/io/conn.h>
 #include "io_priv.h"
@@ -110,15 +112,13 @@ static void drain_one(struct io_ring *r, struct ao_conn *c, uint32_t bits)
 	}
 	if (c->state < CONN_CLOSING) {
 		if (bits & MB_SLOW)
-			io_conn_close_hard(c, AO_CLOSE_SLOW);
+			io_conn_close_abort(c, AO_CLOSE_SLOW);
 		if (bits & MB_PROTO)
-			io_conn_close_hard(c, AO_CLOSE_PROTOCOL);
+			io_conn_close_input(c, AO_CLOSE_PROTOCOL);
 	}
 	if (bits & MB_CLOSE)
 		io_conn_close_graceful(c, AO_CLOSE_LOCAL,
-				       io_deadline_now(r->srv) +
-					       r->srv->cfg.drain_timeout_ms *
-						       1000000ull);
+				       io_linger_deadline(c));
 	if ((bits & MB_SEND) && c->state < CONN_CLOSING)
 		r->be->send_kick(r, c);
 	if (bits & MB_TIMER)
@@ -402,6 +402,19 @@ static enum ao_close_reason err_reason(int err)
 	}
 }
 
+/* Input the connection cannot go on from: a framing error or a failed
+ * handler ends it after what was sent (io_conn_close_input()); no memory
+ * or a stopping executor ends it at once. */
+static void input_error(struct ao_conn *c, int err)
+{
+	enum ao_close_reason why = err_reason(err);
+
+	if (why == AO_CLOSE_NOMEM || why == AO_CLOSE_SHUTDOWN)
+		io_conn_close_hard(c, why);
+	else
+		io_conn_close_input(c, why);
+}
+
 /*
  * Keep len bytes of buf from off for when buffers are back.  They are
  * copied out, and buf goes back to the kernel: a reference here would pin
@@ -457,7 +470,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 	size_t used;
 	int err;
 
-	if (c->state >= CONN_CLOSING)
+	if (c->state >= CONN_CLOSING || c->rx_stop)
 		return false;
 	IO_STAT_ADD(c->ring, bytes_in, len);
 	c->last_rx_ns = c->ring->now_ns; /* read once per batch */
@@ -474,7 +487,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 		ao_buf_ref(buf);
 		err = conn_emit(c, buf);
 		if (err < 0) {
-			io_conn_close_hard(c, err_reason(err));
+			input_error(c, err);
 			return false;
 		}
 		return true;
@@ -487,7 +500,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 		hold(c, buf, (uint32_t)used, len - (uint32_t)used);
 		return false; /* copied */
 	}
-	io_conn_close_hard(c, err_reason(err));
+	input_error(c, err);
 	return false;
 }
 
@@ -495,7 +508,7 @@ void io_conn_retry_held(struct ao_conn *c)
 {
 	struct held_rx *h;
 
-	while (c->state < CONN_CLOSING && (h = c->held)) {
+	while (c->state < CONN_CLOSING && !c->rx_stop && (h = c->held)) {
 		size_t used;
 		int err = ao_framer_feed(&c->framer, h->data + h->off, h->len,
 					 &used);
@@ -505,7 +518,7 @@ void io_conn_retry_held(struct ao_conn *c)
 		if (err == -ENOBUFS)
 			return;
 		if (err < 0) {
-			io_conn_close_hard(c, err_reason(err));
+			input_error(c, err);
 			return;
 		}
 		c->held = h->next;
@@ -526,14 +539,33 @@ void io_conn_eof(struct ao_conn *c)
 	if (c->state != CONN_OPEN)
 		return;
 	if (c->held || ao_framer_partial(&c->framer)) {
-		io_conn_close_hard(c, AO_CLOSE_TRUNCATED);
+		io_conn_close_input(c, AO_CLOSE_TRUNCATED);
 		return;
 	}
 	/* Packets already received still run and their replies go out. */
-	io_conn_close_graceful(c, AO_CLOSE_EOF,
-			       io_deadline_now(c->srv) +
-				       c->srv->cfg.drain_timeout_ms *
-					       1000000ull);
+	io_conn_close_graceful(c, AO_CLOSE_EOF, io_linger_deadline(c));
+}
+
+void io_conn_close_input(struct ao_conn *c, enum ao_close_reason why)
+{
+	if (c->state >= CONN_CLOSING)
+		return;
+	/* Nothing after the bad input is looked at; what the handlers sent
+	 * before it still goes out. */
+	c->rx_stop = true;
+	free_held(c);
+	ao_framer_reset(&c->framer);
+	io_conn_close_graceful(c, why, io_linger_deadline(c));
+	/* Already draining: it may have waited for the input just dropped. */
+	io_conn_check_drained(c);
+}
+
+void io_conn_close_abort(struct ao_conn *c, enum ao_close_reason why)
+{
+	if (c->state >= CONN_CLOSING)
+		return;
+	c->abort = true;
+	io_conn_close_hard(c, why);
 }
 
 void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
@@ -558,8 +590,19 @@ void io_conn_check_drained(struct ao_conn *c)
 	if (c->state != CONN_DRAINING)
 		return;
 	if (__atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST) || c->held ||
-	    c->send_busy || io_conn_send_pending(c))
+	    c->send_busy)
 		return;
+	/* Refuse sends from now on, but only with the queue empty: a send
+	 * that got in first (a kept handle on another thread) is sent, and
+	 * its completion looks here again; one after is refused. */
+	ao_spin_lock(&c->sq_lock);
+	if (c->sq_head) {
+		ao_spin_unlock(&c->sq_lock);
+		return;
+	}
+	/* Release: as in io_conn_close_hard(). */
+	__atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
+	ao_spin_unlock(&c->sq_lock);
 	c->graceful = true;
 	io_conn_close_hard(c, c->reason);
 }
@@ -581,6 +624,8 @@ void io_conn_close_hard(struct ao_conn *c, enum ao_close_reason why)
 	c->ring->be->close(c->ring, c);
 }
 
+static bool linger_done(struct ao_conn *c);
+
 void io_conn_abandon(struct ao_conn *c)
 {
 	if (c->state == CONN_OPEN)
@@ -594,6 +639,9 @@ void io_conn_abandon(struct ao_conn *c)
 		free_held(c);
 		ao_framer_reset(&c->framer);
 	}
+	/* Still lingering: what is not sent by now will not be. */
+	if (c->state == CONN_LINGER && !linger_done(c))
+		c->abort = true;
 	c->send_busy = false;
 	c->ops = 0;
 	io_conn_finish(c);
@@ -649,36 +697,70 @@ static void sendq_flush(struct ao_conn *c)
 	sendq_free(done, inline_buf);
 }
 
-void io_conn_finish(struct ao_conn *c)
+/*
+ * Read away what the peer sent, then say whether the socket can be closed
+ * now: everything queued on it, the FIN included, has been sent (or the
+ * peer reset it).  close() with unread input sends a reset, which drops
+ * what the kernel has not sent yet; and data arriving after close() is
+ * answered with one.  So a graceful close keeps the socket, reading it,
+ * until nothing of its own is left unsent, and only then closes it: the
+ * reset that may still follow comes after the last byte and the FIN, and
+ * the peer reads both first.
+ */
+static bool linger_done(struct ao_conn *c)
+{
+	uint8_t scratch[4096];
+	int unsent = 0;
+
+	for (int i = 0; i < 64; i++) {
+		ssize_t n = recv(c->fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+
+		if (n > 0 || (n < 0 && errno == EINTR))
+			continue;
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return true; /* reset: nothing more can be sent */
+		break;
+	}
+	if (ioctl(c->fd, SIOCOUTQNSD, &unsent) < 0)
+		return true;
+	return unsent == 0;
+}
+
+/* Look at a lingering socket again soon: 1 ms, then twice as long each
+ * time up to IO_LINGER_POLL_MAX_NS, and at the deadline at the latest. */
+static void linger_arm(struct ao_conn *c)
+{
+	uint64_t at = io_deadline_now(c->srv) + c->linger_step_ns;
+
+	if (at > c->deadline_ns)
+		at = c->deadline_ns;
+	if (c->linger_step_ns < IO_LINGER_POLL_MAX_NS)
+		c->linger_step_ns *= 2;
+	ao_timer_arm_at(&c->timer, at);
+}
+
+/* Close the socket and queue on_close. */
+static void conn_release(struct ao_conn *c)
 {
 	struct io_ring *r = c->ring;
 	int err;
 
-	if (c->state == CONN_CLOSED)
-		return;
 	c->state = CONN_CLOSED;
 	/* No timer after this: a callback that is running finishes its
 	 * post first (the mailbox's reference then keeps c). */
 	ao_timer_cancel_sync(&c->timer);
-	/* Counted before the peer can see the close. */
-	IO_STAT_ADD(r, closes[c->reason], 1);
-	IO_STAT_ADD(r, open, -1);
-	if (c->counted)
-		__atomic_fetch_sub(&r->srv->nconns, 1, __ATOMIC_RELAXED);
-	c->counted = false;
-	if (c->fd >= 0 && c->graceful) {
-		/* close() with unread bytes sends a reset, which can destroy
-		 * replies still in flight: read away what has arrived, so
-		 * the peer gets a FIN after the last reply. */
-		uint8_t scratch[4096];
+	if (c->fd >= 0) {
+		if (c->abort) {
+			/* A reset: the peer learns at once, and the kernel
+			 * keeps nothing of it (no FIN-WAIT-1 behind a zero
+			 * window). */
+			struct linger l = { .l_onoff = 1, .l_linger = 0 };
 
-		for (int i = 0; i < 64; i++)
-			if (recv(c->fd, scratch, sizeof(scratch),
-				 MSG_DONTWAIT) <= 0)
-				break;
-	}
-	if (c->fd >= 0)
+			setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+			IO_STAT_ADD(r, aborted, 1);
+		}
 		close(c->fd);
+	}
 	c->fd = -1;
 	sendq_flush(c);
 	/* Off the ring's list of live sockets. */
@@ -700,6 +782,36 @@ void io_conn_finish(struct ao_conn *c)
 		close_run(&c->close_work);
 }
 
+void io_conn_finish(struct ao_conn *c)
+{
+	struct io_ring *r = c->ring;
+
+	if (c->state == CONN_CLOSED)
+		return;
+	if (c->state == CONN_LINGER) {
+		conn_release(c);
+		return;
+	}
+	/* Counted before the peer can see the close. */
+	IO_STAT_ADD(r, closes[c->reason], 1);
+	IO_STAT_ADD(r, open, -1);
+	if (c->counted)
+		__atomic_fetch_sub(&r->srv->nconns, 1, __ATOMIC_RELAXED);
+	c->counted = false;
+	if (c->fd >= 0 && c->graceful && !c->abort) {
+		/* The FIN goes after the last byte queued; the socket stays
+		 * until they are sent (linger_done()), or the deadline. */
+		shutdown(c->fd, SHUT_WR);
+		if (!linger_done(c)) {
+			c->state = CONN_LINGER;
+			c->linger_step_ns = IO_LINGER_POLL_NS;
+			linger_arm(c);
+			return;
+		}
+	}
+	conn_release(c);
+}
+
 /* ---- deadlines ---- */
 
 /* On a worker: hand the deadline to the ring (see "Deadlines" in
@@ -716,10 +828,23 @@ void io_conn_timer(struct ao_conn *c)
 	uint64_t now = io_deadline_now(c->srv);
 
 	if (c->state == CONN_DRAINING) {
+		/* Out of time (a peer that does not read, a handler that
+		 * does not return): a reset, not a FIN behind what is left. */
 		if (now >= c->deadline_ns)
-			io_conn_close_hard(c, c->reason);
+			io_conn_close_abort(c, c->reason);
 		else
 			ao_timer_arm_at(&c->timer, c->deadline_ns);
+		return;
+	}
+	if (c->state == CONN_LINGER) {
+		if (linger_done(c)) {
+			conn_release(c);
+		} else if (now >= c->deadline_ns) {
+			c->abort = true;
+			conn_release(c);
+		} else {
+			linger_arm(c);
+		}
 		return;
 	}
 	if (c->state != CONN_OPEN || !idle)

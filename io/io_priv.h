@@ -35,6 +35,10 @@
  * sends its connection's later turns to the workers for good. */
 #define IO_ASSIST_BUDGET_NS 250000ull
 #define IO_ASSIST_SLOW_NS 1000000ull
+/* A lingering close (see io_conn_finish()) looks at its socket after
+ * IO_LINGER_POLL_NS, then twice as long each time, up to the max. */
+#define IO_LINGER_POLL_NS 1000000ull
+#define IO_LINGER_POLL_MAX_NS 64000000ull
 
 /* Mailbox bits (conn->mb_flags): what other threads ask the ring to do. */
 #define MB_QUEUED 0x01u /* on the ring's mailbox stack */
@@ -51,6 +55,7 @@ enum conn_state {
 	CONN_OPEN, /* receiving and sending */
 	CONN_DRAINING, /* no more recv; close once backlog and sends drain */
 	CONN_CLOSING, /* socket shut; waiting for the backend's ops */
+	CONN_LINGER, /* FIN queued behind unsent bytes: close once sent */
 	CONN_CLOSED, /* fd closed, on_close queued or run */
 };
 
@@ -131,6 +136,8 @@ struct ao_conn {
 	bool rx_nobufs; /* no receive buffer: re-arm after a refill */
 	bool counted; /* in srv->nconns */
 	bool graceful; /* closing after a complete drain: end with a FIN */
+	bool abort; /* end with a reset (SO_LINGER 0), nothing flushed */
+	bool rx_stop; /* input error: what still arrives is dropped */
 	bool kick_queued; /* on the ring's kick list */
 	struct ao_conn *kick_next; /* kick list link */
 	bool no_assist; /* a slow turn: its turns go to the workers */
@@ -140,7 +147,8 @@ struct ao_conn {
 	struct ao_conn *next, *prev; /* the ring's list of live sockets */
 	struct ao_conn *reap_next; /* the ring's list of conns to free */
 	uint64_t last_rx_ns; /* stamped per receive batch, not re-armed */
-	uint64_t deadline_ns; /* DRAINING: close by then */
+	uint64_t deadline_ns; /* DRAINING, LINGER: close by then */
+	uint64_t linger_step_ns; /* LINGER: next look at the socket in */
 	uint32_t sq_off; /* bytes of the head node already sent */
 	/* Backend state. */
 	bool recv_armed; /* uring: multishot recv outstanding */
@@ -272,9 +280,15 @@ void io_conn_eof(struct ao_conn *c);
 bool io_conn_rx_wanted(const struct ao_conn *c);
 /* Close now with a reason (no flush); idempotent. */
 void io_conn_close_hard(struct ao_conn *c, enum ao_close_reason why);
-/* Close once the backlog and the send queue are empty, or by deadline. */
+/* Close once the backlog and the send queue are empty and what they
+ * sent is on the wire, then a FIN; past deadline_ns, a reset. */
 void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
 			    uint64_t deadline_ns);
+/* Bad input (framing, a failed on_packet): stop reading, drop what is
+ * held, then close as io_conn_close_graceful() does by the linger time. */
+void io_conn_close_input(struct ao_conn *c, enum ao_close_reason why);
+/* Close at once with a reset (SO_LINGER 0), dropping what is queued. */
+void io_conn_close_abort(struct ao_conn *c, enum ao_close_reason why);
 /* The ring is gone (backend torn down): close c without the backend. */
 void io_conn_abandon(struct ao_conn *c);
 /* Backend: no operation on the socket is left; close it, queue on_close. */
@@ -321,6 +335,11 @@ uint64_t io_now(void);
 static inline uint64_t io_deadline_now(const struct ao_server *srv)
 {
 	return ao_timers_now(srv->timers);
+}
+/* When a graceful close that starts now must be over (cfg.linger_ms). */
+static inline uint64_t io_linger_deadline(const struct ao_conn *c)
+{
+	return io_deadline_now(c->srv) + c->srv->cfg.linger_ms * 1000000ull;
 }
 /* Read the deadline clock into r->now_ns (the backends, after each wait:
  * what a receive stamps in last_rx_ns). */

@@ -110,7 +110,8 @@
  * go through the mailbox, whose post() skips the eventfd when the poster
  * is the ring itself (the ring looks at its mailbox before it blocks).
  * A failing on_packet makes the emit fail, and the ring closes the
- * connection (AO_CLOSE_PROTOCOL) once the framer has returned.
+ * connection (AO_CLOSE_PROTOCOL, see "Closing") once the framer has
+ * returned.
  *
  * Ring assist (AO_SERVER_RING_ASSIST).  With the handlers on the workers,
  * each packet costs two hops: the ring queues the strand's turn and wakes
@@ -143,15 +144,38 @@
  *
  * Connection lifetime.  A conn is reference counted: the ring holds one
  * from accept until on_close has run, each queued packet and mailbox entry
- * holds one, users may take more.  Closing is in three steps: DRAINING
- * (graceful: no more recv; waits for the backlog and the send queue to
- * empty, or its deadline), CLOSING (sends refused with -ENOTCONN, queue
- * dropped, socket shut down, waiting for the backend's operations to
- * complete), CLOSED (fd closed, on_close queued on the strand after every
- * packet).  The last put hands the conn to its ring, which frees it once
+ * holds one, users may take more.  Closing is in up to four steps:
+ * DRAINING (graceful: no more recv; waits for the backlog and the send
+ * queue to empty, or its deadline), CLOSING (sends refused with -ENOTCONN,
+ * queue dropped, socket shut down, waiting for the backend's operations to
+ * complete), LINGER (graceful: FIN queued, the kernel still has bytes of
+ * ours to send), CLOSED (fd closed, on_close queued on the strand after
+ * every packet).  The last put hands the conn to its ring, which frees it once
  * ao_strand_destroy() says the strand is idle (the put may come from the
  * strand's own last item).  So a handle kept past close is never freed
  * under its holder, and sending on it fails cleanly.
+ *
+ * Closing.  A close never overtakes a send.  A graceful close (by
+ * ao_conn_close(), a failed on_packet, bad framing, the peer's EOF, the
+ * stop) stops reading (bad input: what follows it is dropped, held input
+ * too), lets the backlog run, and refuses sends only once the send queue
+ * is empty, under its lock (io_conn_check_drained()), so that a send from
+ * another thread either gets in and is sent or is refused.  Then
+ * shutdown(SHUT_WR) queues the FIN behind what the kernel still holds, and
+ * the socket is kept (LINGER), read and dropped, until SIOCOUTQNSD says
+ * nothing of ours is unsent: closed earlier, unread input or input that
+ * arrives after close() makes the kernel answer with a reset and drop
+ * what it has not sent: a reply followed by a close would vanish (the
+ * peer would see a reset, or a bare EOF).  The conn's timer looks
+ * again after 1 ms, then twice as long each time up to 64 ms.  The whole
+ * close has one deadline (linger_ms; for the stop, drain_timeout_ms):
+ * past it, DRAINING or LINGER, the close is abortive, SO_LINGER {1, 0}
+ * then close(), a reset, so that a peer that does not read holds neither
+ * the connection nor kernel memory (FIN-WAIT-1 behind a zero window).  A
+ * slow consumer (sendq_max, ao_conn_close_slow()) is closed abortively at
+ * once: on io_uring a send still waiting for room is cancelled rather than
+ * failed by a shutdown, which would put a FIN (an EOF) before the reset.
+ * An idle timeout or a socket error closes at once, without a linger.
  *
  * Limits.  Beyond max_conns a connection is accepted and closed at once
  * (counted as rejected).  On EMFILE/ENFILE the ring gives up a spare
@@ -205,6 +229,7 @@
 #define DEFAULT_SESSION_BACKLOG 256u
 #define DEFAULT_SENDQ_MAX (4u << 20)
 #define DEFAULT_DRAIN_MS 5000u
+#define DEFAULT_LINGER_MS 2000u
 #define DEFAULT_RING_ENTRIES 512u
 #define DEFAULT_RING_BUFFERS 256u
 #define MAX_RINGS 64u
@@ -274,6 +299,8 @@ static int resolve_config(struct ao_server_config *c)
 		c->sendq_max = DEFAULT_SENDQ_MAX;
 	if (!c->drain_timeout_ms)
 		c->drain_timeout_ms = DEFAULT_DRAIN_MS;
+	if (!c->linger_ms)
+		c->linger_ms = DEFAULT_LINGER_MS;
 	if (!c->ring_entries)
 		c->ring_entries = DEFAULT_RING_ENTRIES;
 	if (!c->ring_buffers)
