@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Connections: the object, its reference count, its send queue, the
- * mailbox through which other threads reach the ring thread, and the
- * receive path the two backends share (framing, strand submission,
- * backpressure, graceful and hard close).  The protocol is described at
- * the top of io/server.c.
+ * Connections: the object and its reference count, the handlers' work
+ * items, the receive path the two backends share (framing, strand
+ * submission, backpressure), closing (graceful, lingering, abortive) and
+ * the deadlines.  The ring's services are in io/ring.c, the send queue in
+ * io/sendq.c; the protocol is described at the top of io/server.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,7 +38,7 @@ const char *ao_close_reason_name(enum ao_close_reason why)
 	return reason_names[why];
 }
 
-/* ---- references and the mailbox ---- */
+/* ---- references ---- */
 
 struct ao_conn *ao_conn_get(struct ao_conn *c)
 {
@@ -47,14 +47,6 @@ struct ao_conn *ao_conn_get(struct ao_conn *c)
 	__atomic_fetch_add(&c->refs, 1, __ATOMIC_RELAXED);
 	return c;
 }
-
-static void reap_add(struct io_ring *r, struct ao_conn *c)
-{
-	c->reap_next = r->reap;
-	r->reap = c;
-}
-
-static void post(struct ao_conn *c, uint32_t bits);
 
 void ao_conn_put(struct ao_conn *c)
 {
@@ -65,97 +57,9 @@ void ao_conn_put(struct ao_conn *c)
 	/* Only the ring frees (it owns the lists c is on), and only once
 	 * the strand is idle: this put may come from c's own strand. */
 	if (io_current_ring() == c->ring)
-		reap_add(c->ring, c);
+		io_ring_reap_add(c->ring, c);
 	else
-		post(c, MB_FREE);
-}
-
-/* Ask the ring thread to look at c.  The caller holds a reference, except
- * for MB_FREE, which is posted after the last one went. */
-static void post(struct ao_conn *c, uint32_t bits)
-{
-	struct io_ring *r = c->ring;
-	struct ao_conn *head;
-	uint32_t old;
-
-	/* ACQ_REL: what the caller did before posting (queued a buffer,
-	 * finished a packet) is visible to the ring once it reads the bits
-	 * with its exchange; pairs with the xchg in drain_one(). */
-	old = __atomic_fetch_or(&c->mb_flags, bits | MB_QUEUED,
-				__ATOMIC_ACQ_REL);
-	if (old & MB_QUEUED)
-		return; /* already on the stack: the ring will see bits */
-	if (!(bits & MB_FREE))
-		ao_conn_get(c); /* the stack's reference */
-	head = __atomic_load_n(&r->mb_head, __ATOMIC_RELAXED);
-	do {
-		c->mb_next = head;
-		/* SEQ_CST: the push is ordered before the load of sleeping
-		 * below (StoreLoad); pairs with the SEQ_CST store of sleeping
-		 * and load of mb_head in the ring's wait.  It also releases
-		 * c->mb_next to the ring's acquire exchange. */
-	} while (!__atomic_compare_exchange_n(&r->mb_head, &head, c, true,
-					      __ATOMIC_SEQ_CST,
-					      __ATOMIC_RELAXED));
-	/* The ring posting to itself (a ring handler) is awake: it drains
-	 * the mailbox before it next blocks (see ring_main()). */
-	if (!head && io_current_ring() != r &&
-	    __atomic_load_n(&r->sleeping, __ATOMIC_SEQ_CST))
-		io_ring_wake(r);
-}
-
-static void drain_one(struct io_ring *r, struct ao_conn *c, uint32_t bits)
-{
-	if (bits & MB_FREE) {
-		reap_add(r, c);
-		return;
-	}
-	if (c->state < CONN_CLOSING) {
-		if (bits & MB_SLOW)
-			io_conn_close_abort(c, AO_CLOSE_SLOW);
-		if (bits & MB_PROTO)
-			io_conn_close_input(c, AO_CLOSE_PROTOCOL);
-	}
-	if (bits & MB_CLOSE)
-		io_conn_close_graceful(c, AO_CLOSE_LOCAL,
-				       io_linger_deadline(c));
-	if ((bits & MB_SEND) && c->state < CONN_CLOSING)
-		r->be->send_kick(r, c);
-	if (bits & MB_TIMER)
-		io_conn_timer(c);
-	if (bits & MB_RESUME) {
-		uint32_t n = __atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST);
-
-		if (c->bp_paused && n <= r->srv->low_water) {
-			c->bp_paused = false;
-			if (c->state == CONN_OPEN)
-				__atomic_store_n(&c->rx_paused, 0,
-						 __ATOMIC_RELAXED);
-			r->be->rx_update(r, c);
-		}
-		io_conn_check_drained(c);
-	}
-	ao_conn_put(c); /* the stack's reference */
-}
-
-void io_ring_drain_mailbox(struct io_ring *r)
-{
-	struct ao_conn *c;
-
-	/* Acquire: pairs with the pushers' CAS, so each c->mb_next and what
-	 * the pusher wrote before is visible. */
-	while ((c = __atomic_exchange_n(&r->mb_head, NULL, __ATOMIC_ACQUIRE))) {
-		while (c) {
-			struct ao_conn *next = c->mb_next;
-			/* Clear MB_QUEUED first: a post from now on pushes
-			 * c again (and may rewrite mb_next, read above). */
-			uint32_t bits = __atomic_exchange_n(&c->mb_flags, 0,
-							    __ATOMIC_ACQ_REL);
-
-			drain_one(r, c, bits);
-			c = next;
-		}
-	}
+		io_conn_post(c, MB_FREE);
 }
 
 void io_conn_free(struct ao_conn *c)
@@ -166,81 +70,7 @@ void io_conn_free(struct ao_conn *c)
 	free(c);
 }
 
-void io_ring_reap(struct io_ring *r)
-{
-	struct ao_conn **pp = &r->reap;
-
-	while (*pp) {
-		struct ao_conn *c = *pp;
-
-		/* The last put may have come from an item on c's strand,
-		 * whose turn is still finishing: wait for it to be idle. */
-		if (ao_strand_destroy(&c->strand) == 0) {
-			*pp = c->reap_next;
-			io_conn_free(c);
-		} else {
-			pp = &c->reap_next;
-		}
-	}
-}
-
 /* ---- handlers, on the strand ---- */
-
-/*
- * Queue w on c's strand.  AO_SERVER_RING_ASSIST: if nobody has the
- * strand, the ring takes its turn (ao_strand_submit_hold()) and runs it
- * after this batch of events (io_ring_run_turns()), instead of waking a
- * worker for it.  Ring thread only.
- */
-static int conn_submit(struct ao_conn *c, struct ao_work *w)
-{
-	struct io_ring *r = c->ring;
-	int err;
-
-	if (!r->assist || c->no_assist)
-		return ao_strand_submit(&c->strand, w);
-	err = ao_strand_submit_hold(&c->strand, w);
-	if (err <= 0)
-		return err;
-	/* No reference: the items queued hold theirs, and the strand is not
-	 * idle (so not freed) until the turn is run or given up. */
-	c->turn_next = NULL;
-	*r->turns_tail = c;
-	r->turns_tail = &c->turn_next;
-	return 0;
-}
-
-void io_ring_run_turns(struct io_ring *r)
-{
-	uint64_t start = 0, now = 0;
-	struct ao_conn *c;
-
-	if (!r->turns)
-		return;
-	start = now = ao_cycles();
-	/* A handler may make more (a close that queues on_close). */
-	while ((c = r->turns)) {
-		uint64_t t0 = now;
-
-		r->turns = c->turn_next;
-		if (!r->turns)
-			r->turns_tail = &r->turns;
-		c->turn_next = NULL;
-		if (now - start >= r->assist_budget) {
-			/* Over the budget: the workers get the rest (the
-			 * strand queues its turn as a submit would have). */
-			ao_strand_run_held(&c->strand, 0);
-			continue;
-		}
-		/* c stays allocated: only this thread frees, in reap. */
-		IO_STAT_ADD(r, assisted,
-			    ao_strand_run_held(&c->strand,
-					       READ_ONCE(c->strand.batch)));
-		now = ao_cycles();
-		if (now - t0 > r->assist_slow)
-			c->no_assist = true;
-	}
-}
 
 static void open_run(struct ao_work *w)
 {
@@ -279,7 +109,7 @@ static void pkt_run(struct ao_work *w)
 	else
 		free(pw);
 	if (h->on_packet && h->on_packet(c, pkt, h->arg) < 0)
-		post(c, MB_PROTO);
+		io_conn_post(c, MB_PROTO);
 	ao_buf_put(pkt);
 	/* SEQ_CST: the decrement is ordered before the load of rx_paused
 	 * (StoreLoad); pairs with the ring's SEQ_CST store of rx_paused and
@@ -288,7 +118,7 @@ static void pkt_run(struct ao_work *w)
 	n = __atomic_sub_fetch(&c->backlog, 1, __ATOMIC_SEQ_CST);
 	if (n <= srv->low_water &&
 	    __atomic_load_n(&c->rx_paused, __ATOMIC_SEQ_CST))
-		post(c, MB_RESUME);
+		io_conn_post(c, MB_RESUME);
 	ao_conn_put(c);
 }
 
@@ -365,7 +195,7 @@ static int conn_emit(void *arg, struct ao_buf *pkt)
 	pw->c = ao_conn_get(c);
 	pw->pkt = pkt;
 	__atomic_fetch_add(&c->backlog, 1, __ATOMIC_SEQ_CST);
-	err = conn_submit(c, &pw->work);
+	err = io_ring_submit(c, &pw->work);
 	if (err < 0) {
 		__atomic_fetch_sub(&c->backlog, 1, __ATOMIC_SEQ_CST);
 		ao_buf_put(pkt);
@@ -648,56 +478,6 @@ void io_conn_abandon(struct ao_conn *c)
 }
 
 /*
- * Detach q (off the queue, under sq_lock) for freeing after the unlock:
- * a malloc()ed node goes on *tail; the inline node is free again at once
- * (its buffer, which the next send may overwrite the node with, is given
- * back in *inline_buf).
- */
-static void sendq_detach(struct ao_conn *c, struct sendq_node *q,
-			 struct sendq_node ***tail, struct ao_buf **inline_buf)
-{
-	if (q == &c->sq_inline) {
-		*inline_buf = q->buf;
-		c->sq_inline_used = false;
-		return;
-	}
-	q->next = NULL;
-	**tail = q;
-	*tail = &q->next;
-}
-
-static void sendq_free(struct sendq_node *done, struct ao_buf *inline_buf)
-{
-	if (inline_buf)
-		ao_buf_put(inline_buf);
-	while (done) {
-		struct sendq_node *next = done->next;
-
-		ao_buf_put(done->buf);
-		free(done);
-		done = next;
-	}
-}
-
-static void sendq_flush(struct ao_conn *c)
-{
-	struct sendq_node *done = NULL, **tail = &done, *q, *next;
-	struct ao_buf *inline_buf = NULL;
-
-	ao_spin_lock(&c->sq_lock);
-	for (q = c->sq_head; q; q = next) {
-		next = q->next;
-		sendq_detach(c, q, &tail, &inline_buf);
-	}
-	c->sq_head = c->sq_tail = NULL;
-	c->sq_bytes = 0;
-	c->sq_charge = 0;
-	c->sq_off = 0;
-	ao_spin_unlock(&c->sq_lock);
-	sendq_free(done, inline_buf);
-}
-
-/*
  * Read away what the peer sent, then say whether the socket can be closed
  * now: everything queued on it, the FIN included, has been sent (or the
  * peer reset it).  close() with unread input sends a reset, which drops
@@ -762,7 +542,7 @@ static void conn_release(struct ao_conn *c)
 		close(c->fd);
 	}
 	c->fd = -1;
-	sendq_flush(c);
+	io_sendq_flush(c);
 	/* Off the ring's list of live sockets. */
 	if (c->prev)
 		c->prev->next = c->next;
@@ -777,7 +557,7 @@ static void conn_release(struct ao_conn *c)
 		close_run(&c->close_work);
 		return;
 	}
-	err = conn_submit(c, &c->close_work);
+	err = io_ring_submit(c, &c->close_work);
 	if (err < 0)
 		close_run(&c->close_work);
 }
@@ -819,7 +599,7 @@ void io_conn_finish(struct ao_conn *c)
 static void conn_timer_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 {
 	(void)ev;
-	post(container_of(t, struct ao_conn, timer), MB_TIMER);
+	io_conn_post(container_of(t, struct ao_conn, timer), MB_TIMER);
 }
 
 void io_conn_timer(struct ao_conn *c)
@@ -914,229 +694,9 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 	/* on_open first on the strand, before any packet. */
 	ao_work_init(&c->open_work, open_run);
 	ao_conn_get(c);
-	if (conn_submit(c, &c->open_work) < 0)
+	if (io_ring_submit(c, &c->open_work) < 0)
 		open_run(&c->open_work);
 	return c;
-}
-
-/* ---- sending ---- */
-
-/* A send queued on the ring's own thread: start it after the current
- * batch, without the mailbox (ring thread only, so no atomics).  No
- * reference: the ring flushes the list before it reaps. */
-static void kick_add(struct ao_conn *c)
-{
-	struct io_ring *r = c->ring;
-
-	if (c->kick_queued)
-		return;
-	c->kick_queued = true;
-	c->kick_next = r->kicks;
-	r->kicks = c;
-}
-
-void io_ring_flush_kicks(struct io_ring *r)
-{
-	struct ao_conn *c;
-
-	/* A kick may close a conn (epoll: a failed send), whose on_close
-	 * may send on another: the list may grow while it is walked. */
-	while ((c = r->kicks)) {
-		r->kicks = c->kick_next;
-		c->kick_next = NULL;
-		c->kick_queued = false;
-		if (c->state < CONN_CLOSING)
-			r->be->send_kick(r, c);
-	}
-}
-
-void io_ring_drop_kicks(struct io_ring *r)
-{
-	struct ao_conn *c;
-
-	while ((c = r->kicks)) {
-		r->kicks = c->kick_next;
-		c->kick_next = NULL;
-		c->kick_queued = false;
-	}
-}
-
-static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
-{
-	struct sendq_node *n, *spare = NULL;
-	uint8_t hdr[4] = { 0 };
-	uint32_t len = buf->len, total, charge;
-	int hl = 0;
-
-	/* Acquire: pairs with the release store in io_conn_close_hard(). */
-	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
-		return -ENOTCONN;
-	if (framed) {
-		hl = ao_framing_header(&c->srv->cfg.framing, len, hdr);
-		if (hl < 0)
-			return hl;
-	}
-	total = len + (uint32_t)hl;
-	if (total == 0)
-		return 0;
-	/*
-	 * The bound is on the pool memory the queue pins, not only on its
-	 * bytes: a packet pins its whole buffer however short it is, so
-	 * each node is charged at least the buffer's capacity.  Counting
-	 * bytes alone, a peer sending small packets without reading pinned
-	 * every buffer of the pool (8000 packets of 512 bytes stay under
-	 * 4 MiB) before it was ever closed as slow, and every other client
-	 * starved with it.
-	 */
-	charge = total > buf->cap ? total : buf->cap;
-	for (;;) {
-		ao_spin_lock(&c->sq_lock);
-		if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED)) {
-			ao_spin_unlock(&c->sq_lock);
-			free(spare);
-			return -ENOTCONN;
-		}
-		if (c->sq_charge + charge > c->srv->cfg.sendq_max) {
-			ao_spin_unlock(&c->sq_lock);
-			free(spare);
-			post(c, MB_SLOW);
-			return -ENOBUFS;
-		}
-		/* The conn's own node when it is free, else a malloc()ed
-		 * one (allocated without the lock held, then re-checked). */
-		if (!c->sq_inline_used) {
-			n = &c->sq_inline;
-			c->sq_inline_used = true;
-			break;
-		}
-		if (spare) {
-			n = spare;
-			spare = NULL;
-			break;
-		}
-		ao_spin_unlock(&c->sq_lock);
-		spare = malloc(sizeof(*spare));
-		if (!spare)
-			return -ENOMEM;
-	}
-	n->next = NULL;
-	n->buf = ao_buf_ref(buf);
-	n->len = len;
-	n->charge = charge;
-	n->hdr_len = (uint8_t)hl;
-	memcpy(n->hdr, hdr, sizeof(n->hdr));
-	if (c->sq_tail)
-		c->sq_tail->next = n;
-	else
-		c->sq_head = n;
-	c->sq_tail = n;
-	c->sq_bytes += total;
-	c->sq_charge += charge;
-	ao_spin_unlock(&c->sq_lock);
-	free(spare); /* the inline node turned out free meanwhile */
-	if (io_current_ring() == c->ring)
-		kick_add(c);
-	else
-		post(c, MB_SEND);
-	return 0;
-}
-
-int ao_conn_send(struct ao_conn *c, struct ao_buf *buf)
-{
-	if (!c || !buf)
-		return -EINVAL;
-	return conn_send(c, buf, false);
-}
-
-int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf)
-{
-	if (!c || !buf)
-		return -EINVAL;
-	return conn_send(c, buf, true);
-}
-
-/* Under sq_lock: c->iov from the queue. */
-static uint32_t fill_iov_locked(struct ao_conn *c)
-{
-	uint32_t n = 0, skip;
-	struct sendq_node *q;
-
-	skip = c->sq_off;
-	for (q = c->sq_head; q && n < IO_SEND_IOV; q = q->next) {
-		if (skip < q->hdr_len) {
-			c->iov[n].iov_base = q->hdr + skip;
-			c->iov[n].iov_len = q->hdr_len - skip;
-			n++;
-			skip = 0;
-		} else {
-			skip -= q->hdr_len;
-		}
-		if (n == IO_SEND_IOV)
-			break;
-		if (skip < q->len) {
-			c->iov[n].iov_base = (uint8_t *)q->buf->data + skip;
-			c->iov[n].iov_len = q->len - skip;
-			n++;
-		}
-		skip = 0;
-	}
-	c->iov_n = n;
-	return n;
-}
-
-uint32_t io_conn_fill_iov(struct ao_conn *c)
-{
-	uint32_t n;
-
-	ao_spin_lock(&c->sq_lock);
-	n = fill_iov_locked(c);
-	ao_spin_unlock(&c->sq_lock);
-	return n;
-}
-
-uint32_t io_conn_sent(struct ao_conn *c, size_t n)
-{
-	struct sendq_node *done = NULL, **tail = &done;
-	struct ao_buf *inline_buf = NULL;
-	uint64_t pkts = 0, bytes = n;
-	uint32_t iov_n;
-
-	ao_spin_lock(&c->sq_lock);
-	while (c->sq_head) {
-		struct sendq_node *q = c->sq_head;
-		uint32_t total = q->hdr_len + q->len;
-		uint32_t rem = total - c->sq_off;
-
-		if (n < rem) {
-			c->sq_off += (uint32_t)n;
-			break;
-		}
-		n -= rem;
-		c->sq_off = 0;
-		c->sq_bytes -= total;
-		c->sq_charge -= q->charge;
-		c->sq_head = q->next;
-		if (!c->sq_head)
-			c->sq_tail = NULL;
-		sendq_detach(c, q, &tail, &inline_buf);
-		pkts++;
-	}
-	iov_n = fill_iov_locked(c);
-	ao_spin_unlock(&c->sq_lock);
-	IO_STAT_ADD(c->ring, bytes_out, bytes);
-	IO_STAT_ADD(c->ring, packets_out, pkts);
-	sendq_free(done, inline_buf);
-	return iov_n;
-}
-
-bool io_conn_send_pending(struct ao_conn *c)
-{
-	bool pending;
-
-	ao_spin_lock(&c->sq_lock);
-	pending = c->sq_head != NULL;
-	ao_spin_unlock(&c->sq_lock);
-	return pending;
 }
 
 /* ---- the rest of the public API ---- */
@@ -1145,7 +705,7 @@ int ao_conn_close(struct ao_conn *c)
 {
 	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
 		return -ENOTCONN;
-	post(c, MB_CLOSE);
+	io_conn_post(c, MB_CLOSE);
 	return 0;
 }
 
@@ -1153,7 +713,7 @@ int ao_conn_close_slow(struct ao_conn *c)
 {
 	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
 		return -ENOTCONN;
-	post(c, MB_SLOW);
+	io_conn_post(c, MB_SLOW);
 	return 0;
 }
 
@@ -1201,16 +761,6 @@ void ao_conn_peer(const struct ao_conn *c, struct sockaddr_in *sa)
 		sa->sin_port = c->peer.in6.sin6_port;
 		memcpy(&sa->sin_addr, &a6->s6_addr[12], 4);
 	}
-}
-
-size_t ao_conn_send_queued(struct ao_conn *c)
-{
-	size_t n;
-
-	ao_spin_lock(&c->sq_lock);
-	n = c->sq_bytes;
-	ao_spin_unlock(&c->sq_lock);
-	return n;
 }
 
 void *ao_conn_user(const struct ao_conn *c)

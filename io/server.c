@@ -107,7 +107,7 @@
  * no atomics, no reference: the ring flushes the list after each batch
  * of events and before every reap, so a listed conn is never freed), and
  * the flush starts the send; ao_conn_close() and the slow-consumer close
- * go through the mailbox, whose post() skips the eventfd when the poster
+ * go through the mailbox, whose io_conn_post() skips the eventfd when the poster
  * is the ring itself (the ring looks at its mailbox before it blocks).
  * A failing on_packet makes the emit fail, and the ring closes the
  * connection (AO_CLOSE_PROTOCOL, see "Closing") once the framer has
@@ -212,7 +212,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -233,30 +232,6 @@
 #define DEFAULT_RING_ENTRIES 512u
 #define DEFAULT_RING_BUFFERS 256u
 #define MAX_RINGS 64u
-
-static __thread struct io_ring *tls_ring;
-
-struct io_ring *io_current_ring(void)
-{
-	return tls_ring;
-}
-
-uint64_t io_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void io_ring_wake(struct io_ring *r)
-{
-	uint64_t one = 1;
-
-	/* EAGAIN means the counter is huge: the ring is surely awake. */
-	if (write(r->efd, &one, sizeof(one)) < 0)
-		return;
-}
 
 const char *ao_io_backend_name(enum ao_io_backend b)
 {
@@ -529,129 +504,8 @@ bool io_ring_accept_error(struct io_ring *r, int err)
 		fcntl(r->lfd, F_SETFL, fl);
 	r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	/* Re-arm later, not now: the limit may still be reached. */
-	r->accept_retry_ns = io_now() + IO_EMFILE_BACKOFF_NS;
+	r->accept_retry_ns = ao_now_ns() + IO_EMFILE_BACKOFF_NS;
 	return false;
-}
-
-/* ---- the ring thread ---- */
-
-static void ring_begin_stop(struct io_ring *r, uint64_t now)
-{
-	uint64_t deadline = now + r->srv->cfg.drain_timeout_ms * 1000000ull;
-	struct ao_conn *c, *next;
-
-	r->stop_seen = true;
-	r->stop_deadline_ns = deadline;
-	if (r->accepting) {
-		r->accepting = false;
-		r->be->accept_stop(r);
-	}
-	/* The ring's own exit is on the real clock (above); the conns'
-	 * deadlines on their timers' (io_deadline_now()). */
-	deadline = io_deadline_now(r->srv) +
-		   r->srv->cfg.drain_timeout_ms * 1000000ull;
-	for (c = r->conns; c; c = next) {
-		next = c->next;
-		io_conn_close_graceful(c, AO_CLOSE_SHUTDOWN, deadline);
-	}
-}
-
-static void ring_retry_starved(struct io_ring *r)
-{
-	struct ao_conn *c, *next;
-
-	r->be->refill(r);
-	if (!r->nheld)
-		return;
-	for (c = r->conns; c && r->nheld; c = next) {
-		next = c->next;
-		if (c->held)
-			io_conn_retry_held(c);
-	}
-}
-
-static void *ring_main(void *arg)
-{
-	struct io_ring *r = arg;
-	struct ao_server *srv = r->srv;
-	char name[16];
-	int err;
-
-	tls_ring = r;
-	snprintf(name, sizeof(name), "ao-io%u", r->index);
-	pthread_setname_np(pthread_self(), name);
-	err = r->be->init(r);
-	/* Release: the setup is visible to the starter; pairs with the
-	 * acquire load in ao_server_start(). */
-	__atomic_store_n(&r->ready, err ? (uint32_t)err : 1u, __ATOMIC_RELEASE);
-	ao_futex_wake(&r->ready, 1);
-	if (err)
-		return NULL;
-	r->accepting = true;
-	r->be->accept_start(r);
-	r->assist = srv->ring_assist;
-	for (;;) {
-		uint64_t now = io_now();
-		int64_t timeout = -1;
-
-		r->now_ns = io_deadline_now(srv);
-
-		io_ring_drain_mailbox(r);
-		if (!r->stop_seen &&
-		    __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE))
-			ring_begin_stop(r, now);
-		if (r->nheld || r->nnobufs)
-			ring_retry_starved(r);
-		if (r->accept_retry_ns && now >= r->accept_retry_ns) {
-			r->accept_retry_ns = 0;
-			if (r->accepting)
-				r->be->accept_start(r);
-		}
-		/* Every turn held is run or handed over before the wait (and
-		 * before the kicks: their handlers send). */
-		io_ring_run_turns(r);
-		/* Before reaping: a conn on the kick list is not freed. */
-		io_ring_flush_kicks(r);
-		io_ring_reap(r);
-		if (r->stop_seen) {
-			if (!r->conns && !r->nalive)
-				break;
-			if (now >= r->stop_deadline_ns + IO_STOP_GRACE_NS)
-				break;
-		}
-		/* Idle and drain deadlines come through the mailbox (the
-		 * conns' timers): a wait with nothing due on the ring itself
-		 * has no timeout (arming a kernel timer on every wait that
-		 * sleeps was a measurable share of a request). */
-		if (r->stop_seen)
-			timeout = (int64_t)(r->stop_deadline_ns +
-					    IO_STOP_GRACE_NS - now);
-		if (r->nheld || r->nnobufs || r->reap)
-			timeout = IO_STARVED_POLL_NS;
-		if (r->accept_retry_ns && r->accept_retry_ns > now &&
-		    (timeout < 0 ||
-		     (int64_t)(r->accept_retry_ns - now) < timeout))
-			timeout = (int64_t)(r->accept_retry_ns - now);
-		/* SEQ_CST store, then SEQ_CST load of the mailbox: pairs with
-		 * the SEQ_CST push and load of sleeping in post(), so a push
-		 * either is seen here or writes the eventfd. */
-		__atomic_store_n(&r->sleeping, 1, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&r->mb_head, __ATOMIC_SEQ_CST))
-			timeout = 0;
-		r->be->wait(r, timeout);
-		__atomic_store_n(&r->sleeping, 0, __ATOMIC_RELAXED);
-	}
-	/* From here conns close without the loop: no more held turns. */
-	r->assist = false;
-	io_ring_drop_kicks(r);
-	r->be->fini(r);
-	/* Out of time: no operation can complete now, so finish by hand
-	 * what is left (handlers still running will put theirs later;
-	 * ao_server_destroy() waits for that). */
-	while (r->conns)
-		io_conn_abandon(r->conns);
-	tls_ring = NULL;
-	return NULL;
 }
 
 /* ---- start and stop ---- */
@@ -791,11 +645,11 @@ int ao_server_start(struct ao_server *srv)
 		uint32_t v;
 
 		r->ready = 0;
-		err = -pthread_create(&r->thread, NULL, ring_main, r);
+		err = -pthread_create(&r->thread, NULL, io_ring_main, r);
 		if (err)
 			goto fail_threads;
 		started++;
-		/* Acquire: pairs with the release store in ring_main(). */
+		/* Acquire: pairs with the release store in io_ring_main(). */
 		while (!(v = __atomic_load_n(&r->ready, __ATOMIC_ACQUIRE)))
 			ao_futex_wait(&r->ready, 0, -1);
 		if (v != 1) {
@@ -832,7 +686,7 @@ int ao_server_stop(struct ao_server *srv)
 		return -EINVAL;
 	if (!srv->started)
 		return 0;
-	/* Release: pairs with the acquire load in ring_main(). */
+	/* Release: pairs with the acquire load in io_ring_main(). */
 	__atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
 	for (unsigned int i = 0; i < srv->cfg.rings; i++)
 		io_ring_wake(&srv->rings[i]);
@@ -868,17 +722,17 @@ int ao_server_destroy(struct ao_server *srv)
 	for (unsigned int i = 0; i < srv->cfg.rings; i++) {
 		struct io_ring *r = &srv->rings[i];
 		uint64_t end =
-			io_now() + srv->cfg.drain_timeout_ms * 1000000ull;
+			ao_now_ns() + srv->cfg.drain_timeout_ms * 1000000ull;
 
-		tls_ring = r;
+		io_ring_set_current(r);
 		for (;;) {
 			io_ring_drain_mailbox(r);
 			io_ring_reap(r);
-			if (!r->nalive || io_now() >= end)
+			if (!r->nalive || ao_now_ns() >= end)
 				break;
 			usleep(1000);
 		}
-		tls_ring = NULL;
+		io_ring_set_current(NULL);
 		alive += r->nalive;
 	}
 	if (alive) {
