@@ -173,8 +173,10 @@
  * then close(), a reset, so that a peer that does not read holds neither
  * the connection nor kernel memory (FIN-WAIT-1 behind a zero window).  A
  * slow consumer (sendq_max, ao_conn_close_slow()) is closed abortively at
- * once: on io_uring a send still waiting for room is cancelled rather than
- * failed by a shutdown, which would put a FIN (an EOF) before the reset.
+ * once.  On io_uring, with operations maybe still out on the socket, the
+ * reset goes first with connect(AF_UNSPEC) (tcp_disconnect(), which also
+ * wakes them), not after a shutdown, whose FIN the peer would read as an
+ * EOF before it (see ur_close()).
  * An idle timeout or a socket error closes at once, without a linger.
  *
  * Limits.  Beyond max_conns a connection is accepted and closed at once
