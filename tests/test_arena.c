@@ -356,7 +356,7 @@ static void test_bad_clients(void **state)
 	assert_int_equal(st.closes[AC_CHAT_LONG], 1);
 	assert_int_equal(st.closes[AC_FLOOD], 1);
 	WAIT_UNTIL(ao_server_stats(arena_server(arena), -1, &io) == 0 &&
-			   io.closes[AO_CLOSE_PROTOCOL] == 9 &&
+			   io.closes[AO_CLOSE_LOCAL] == 9 &&
 			   io.closes[AO_CLOSE_TOO_LONG] == 1,
 		   5000);
 
@@ -540,11 +540,11 @@ static void test_slow_member(void **state)
 		st = stats();
 		if (st.snaps_skipped)
 			skipped = true;
-		if (st.closes[AC_STALLED])
+		if (st.closes[AC_SLOW])
 			break;
 	}
 	assert_true(skipped);
-	assert_int_equal(st.closes[AC_STALLED], 1);
+	assert_int_equal(st.closes[AC_SLOW], 1);
 	/* Skipped for the 5 ticks of its bound and the first, at least
 	 * (its kernel may make room once or twice, by collapsing its
 	 * receive queue, and the count starts again). */

@@ -71,6 +71,10 @@ static void usage(FILE *f)
 		"  -s, --room-size=N       players per room (default 50, at most %u)\n"
 		"  -n, --max-players=N     players at once (default 10000)\n"
 		"      --stall-timeout=T   close a member skipped for T (default 2s)\n"
+		"      --hello-timeout=T   close a connection without hello after T\n"
+		"                          (default 5s; 0: never)\n"
+		"      --idle-timeout=T    close a player that sent no message for T\n"
+		"                          (default 30s; 0: never)\n"
 		"      --copy-broadcast    a copy of each snapshot and chat line per\n"
 		"                          member, instead of one shared buffer (for\n"
 		"                          comparison: what a server without\n"
@@ -113,6 +117,8 @@ enum {
 	OPT_DRAIN,
 	OPT_SPIN,
 	OPT_JSON,
+	OPT_HELLO,
+	OPT_IDLE,
 };
 
 static const struct option long_opts[] = {
@@ -126,6 +132,8 @@ static const struct option long_opts[] = {
 	{ "room-size", required_argument, NULL, 's' },
 	{ "max-players", required_argument, NULL, 'n' },
 	{ "stall-timeout", required_argument, NULL, OPT_STALL },
+	{ "hello-timeout", required_argument, NULL, OPT_HELLO },
+	{ "idle-timeout", required_argument, NULL, OPT_IDLE },
 	{ "copy-broadcast", no_argument, NULL, OPT_COPY },
 	{ "precise", no_argument, NULL, OPT_PRECISE },
 	{ "buffers", required_argument, NULL, OPT_BUFFERS },
@@ -154,6 +162,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	a->room_size = 50;
 	a->max_players = 10000;
 	a->stall_ns = 2 * NS;
+	a->hello_ns = 5 * NS;
+	a->idle_ns = 30 * NS;
 	a->drain_ns = 5 * NS;
 	a->sndbuf = 32 * 1024;
 
@@ -203,6 +213,19 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_STALL:
 			a->stall_ns = need_duration_in("stall-timeout", optarg,
 						       MS, 3600 * NS);
+			break;
+		case OPT_HELLO:
+		case OPT_IDLE:
+			v = need_duration_in(c == OPT_HELLO ? "hello-timeout" :
+							      "idle-timeout",
+					     optarg, 0, 3600 * NS);
+			if (v && v < MS)
+				bad_usage("--%s: '%s' is below 1ms",
+					  c == OPT_HELLO ? "hello-timeout" :
+							   "idle-timeout",
+					  optarg);
+			*(c == OPT_HELLO ? &a->hello_ns : &a->idle_ns) =
+				v ? v : ARENA_NEVER;
 			break;
 		case OPT_COPY:
 			a->copy_broadcast = true;
