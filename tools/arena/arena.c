@@ -83,9 +83,9 @@ static void usage(FILE *f)
 		"Limits:\n"
 		"      --buffers=N         buffers in the pool (default 4 per player\n"
 		"                          + 1024)\n"
-		"      --sndbuf=B          SO_SNDBUF of accepted sockets (default 32k,\n"
-		"                          a few seconds of a room's snapshots: a player\n"
-		"                          that stops reading is seen in seconds, not\n"
+		"      --sndbuf=B          SO_SNDBUF of accepted sockets (default 8k,\n"
+		"                          about a second of a room's snapshots: a\n"
+		"                          player that stops reading is seen soon, not\n"
 		"                          once megabytes of kernel buffer are full;\n"
 		"                          0: the system's, autotuned)\n"
 		"      --drain-timeout=T   bound of the graceful stop (default 5s)\n"
@@ -165,7 +165,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	a->hello_ns = 5 * NS;
 	a->idle_ns = 30 * NS;
 	a->drain_ns = 5 * NS;
-	a->sndbuf = 32 * 1024;
+	a->sndbuf = 8 * 1024;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":a:p:w:r:b:m:t:s:n:S:qhV",
@@ -403,6 +403,7 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       "\"snap_nobuf\":%llu,\"chat_lines\":%llu,"
 	       "\"chats_deferred\":%llu,\"inputs\":%llu,"
 	       "\"joins\":%llu,\"leaves\":%llu,\"joins_deferred\":%llu,"
+	       "\"refused_drops\":%llu,"
 	       "\"accepted\":%llu,\"rejected\":%llu,\"packets_in\":%llu,"
 	       "\"bytes_in\":%llu,\"packets_out\":%llu,\"bytes_out\":%llu,"
 	       "\"closes\":{",
@@ -415,6 +416,7 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       (unsigned long long)ar->inputs, (unsigned long long)ar->joins,
 	       (unsigned long long)ar->leaves,
 	       (unsigned long long)ar->joins_deferred,
+	       (unsigned long long)ar->refused_drops,
 	       (unsigned long long)io->accepted,
 	       (unsigned long long)io->rejected,
 	       (unsigned long long)io->packets_in,
@@ -490,10 +492,12 @@ static void print_final_text(struct state *s, const struct snap *sn,
 	       (unsigned long long)io->accepted,
 	       (unsigned long long)io->rejected);
 	printf("  rooms        %llu; %llu joins, %llu leaves, %llu joins "
-	       "deferred a tick; %s\n",
+	       "deferred a tick, %llu messages dropped after a refused "
+	       "join; %s\n",
 	       (unsigned long long)ar->rooms, (unsigned long long)ar->joins,
 	       (unsigned long long)ar->leaves,
 	       (unsigned long long)ar->joins_deferred,
+	       (unsigned long long)ar->refused_drops,
 	       ar->consistent ? "consistent" : "INCONSISTENT");
 	printf("  ticks        %llu run, %llu skipped; lateness p50 %.3f  p99 "
 	       "%.3f  max %.3f ms; work p99 %.3f ms\n",
