@@ -40,13 +40,14 @@ static struct arena *arena;
 static uint16_t port;
 static bool worker_mode; /* handlers on the strands, not the ring */
 static uint64_t hello_ns = ARENA_NEVER, idle_ns = ARENA_NEVER;
+static uint32_t max_players = 100;
 
 static void start(uint32_t room_size, bool copy, uint64_t stall_ns, int sndbuf)
 {
 	struct arena_opts o = { 0 };
 
 	o.room_size = room_size;
-	o.max_players = 100;
+	o.max_players = max_players;
 	o.buffers = 512;
 	o.stall_ns = stall_ns;
 	o.hello_ns = hello_ns;
@@ -285,7 +286,7 @@ static int find(const struct ap_msg *s, uint32_t id, struct ap_entry *e)
 
 /* ---- tests ---- */
 
-static void test_bad_clients(void **state)
+static void bad_clients(void)
 {
 	uint8_t p[300];
 	struct ap_msg s;
@@ -294,8 +295,6 @@ static void test_bad_clients(void **state)
 	uint32_t good_id, id;
 	int good, fd, tick_no;
 
-	(void)state;
-	t_watchdog_arm(60, "arena bad clients");
 	start(50, false, 0, 0);
 	good = player(&good_id);
 	tick();
@@ -394,6 +393,40 @@ static void test_bad_clients(void **state)
 	assert_true(st.consistent);
 	close(good);
 	stop();
+}
+
+/* The same with the handlers on the connections' strands. */
+static void test_bad_clients(void **state)
+{
+	(void)state;
+	t_watchdog_arm(120, "arena bad clients");
+	bad_clients();
+	worker_mode = true;
+	bad_clients();
+	worker_mode = false;
+	t_watchdog_disarm();
+}
+
+/* A hello past --max-players: server_full, then the close. */
+static void test_server_full(void **state)
+{
+	uint8_t p[64];
+	uint32_t id;
+	int a, b;
+
+	(void)state;
+	t_watchdog_arm(60, "arena server full");
+	max_players = 1;
+	start(50, false, 0, 0);
+	a = player(&id);
+	b = t_cl_connect(port);
+	cl_send(b, p, ap_enc_hello(p, "two", 3));
+	expect_closed(b, AP_ERR_SERVER_FULL);
+	assert_int_equal(stats().closes[AC_SERVER_FULL], 1);
+	sync_with(a);
+	close(a);
+	stop();
+	max_players = 100;
 	t_watchdog_disarm();
 }
 
@@ -1219,6 +1252,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_clients),
+		cmocka_unit_test(test_server_full),
 		cmocka_unit_test(test_tick_boundaries),
 		cmocka_unit_test(test_tick_boundaries_worker),
 		cmocka_unit_test(test_slow_member),

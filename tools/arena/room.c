@@ -7,10 +7,16 @@
  * (len16, little-endian) and runs on_packet, on the ring thread
  * (AO_SERVER_RING_HANDLERS, the default) or on the connection's strand.
  * The handler decodes the message and checks it against the player's
- * state (PROTOCOL.md): hello and ping are answered at once; join picks a
- * room under the lobby lock; input, chat, leave and a disconnect become
- * events in the room's inbox (a vector under a spinlock).  Nothing else
- * of the room is touched there.
+ * state as the client sees it (struct player): hello and ping are
+ * answered at once; join picks a room under the lobby lock; input, chat,
+ * leave and a disconnect become events in the room's inbox (a vector
+ * under a spinlock), or wait on the player for its leave to be applied.
+ * Nothing else of the room is touched there.
+ *
+ * Closes.  A protocol error, or the hello or idle deadline (a timer per
+ * player on a worker), sends its error message and closes gracefully,
+ * so the message arrives before the FIN; a stalled member is closed
+ * abortively.  Whoever decides first closes, once (close_player()).
  *
  * Each room has one strand and one periodic timer on it, so everything
  * the room owns (its members, their positions, its chat numbers) is used
