@@ -1193,6 +1193,10 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	sc.framing.order = AO_ORDER_LITTLE;
 	sc.framing.max_packet = AP_CLIENT_MAX;
 	sc.max_conns = a->o.max_players + 64;
+	/* What one connection may have queued (PROTOCOL.md says 4 MiB): one
+	 * snapshot at most (the next is skipped meanwhile), replies, and the
+	 * chat lines, which are never dropped: past it, closed as slow. */
+	sc.sendq_max = 4u << 20;
 	sc.drain_timeout_ms =
 		a->o.drain_ns ? (uint32_t)(a->o.drain_ns / 1000000) : 0;
 	sc.sock_sndbuf = a->o.sndbuf;
