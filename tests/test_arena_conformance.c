@@ -25,7 +25,7 @@ static bool have_arena;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SLACK "3"
 #else
-#define SLACK "1"
+#define SLACK "0.5"
 #endif
 
 static void scenario(const char *name)
