@@ -723,7 +723,8 @@ static void run_deferred(struct arena *a, struct player *p)
 			break;
 		}
 	}
-	memmove(d->ev, d->ev + i, (d->n - i) * sizeof(*d->ev));
+	if (i < d->n) /* (d->ev is NULL when nothing ever waited) */
+		memmove(d->ev, d->ev + i, (d->n - i) * sizeof(*d->ev));
 	d->n -= i;
 }
 
