@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
- * Connections: the object, its reference count, its send queue, the
- * mailbox through which other threads reach the ring thread, and the
- * receive path the two backends share (framing, strand submission,
- * backpressure, graceful and hard close).  The protocol is described at
- * the top of io/server.c.
+ * Connections: the object and its reference count, the handlers' work
+ * items, the receive path the two backends share (framing, strand
+ * submission, backpressure), closing (graceful, lingering, abortive) and
+ * the deadlines.  The ring's services are in io/ring.c, the send queue in
+ * io/sendq.c; the protocol is described at the top of io/server.c.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 #include <aorta/clock.h>
 #include <aorta/io/conn.h>
 #include "io_priv.h"
@@ -36,7 +38,7 @@ const char *ao_close_reason_name(enum ao_close_reason why)
 	return reason_names[why];
 }
 
-/* ---- references and the mailbox ---- */
+/* ---- references ---- */
 
 struct ao_conn *ao_conn_get(struct ao_conn *c)
 {
@@ -45,14 +47,6 @@ struct ao_conn *ao_conn_get(struct ao_conn *c)
 	__atomic_fetch_add(&c->refs, 1, __ATOMIC_RELAXED);
 	return c;
 }
-
-static void reap_add(struct io_ring *r, struct ao_conn *c)
-{
-	c->reap_next = r->reap;
-	r->reap = c;
-}
-
-static void post(struct ao_conn *c, uint32_t bits);
 
 void ao_conn_put(struct ao_conn *c)
 {
@@ -63,99 +57,9 @@ void ao_conn_put(struct ao_conn *c)
 	/* Only the ring frees (it owns the lists c is on), and only once
 	 * the strand is idle: this put may come from c's own strand. */
 	if (io_current_ring() == c->ring)
-		reap_add(c->ring, c);
+		io_ring_reap_add(c->ring, c);
 	else
-		post(c, MB_FREE);
-}
-
-/* Ask the ring thread to look at c.  The caller holds a reference, except
- * for MB_FREE, which is posted after the last one went. */
-static void post(struct ao_conn *c, uint32_t bits)
-{
-	struct io_ring *r = c->ring;
-	struct ao_conn *head;
-	uint32_t old;
-
-	/* ACQ_REL: what the caller did before posting (queued a buffer,
-	 * finished a packet) is visible to the ring once it reads the bits
-	 * with its exchange; pairs with the xchg in drain_one(). */
-	old = __atomic_fetch_or(&c->mb_flags, bits | MB_QUEUED,
-				__ATOMIC_ACQ_REL);
-	if (old & MB_QUEUED)
-		return; /* already on the stack: the ring will see bits */
-	if (!(bits & MB_FREE))
-		ao_conn_get(c); /* the stack's reference */
-	head = __atomic_load_n(&r->mb_head, __ATOMIC_RELAXED);
-	do {
-		c->mb_next = head;
-		/* SEQ_CST: the push is ordered before the load of sleeping
-		 * below (StoreLoad); pairs with the SEQ_CST store of sleeping
-		 * and load of mb_head in the ring's wait.  It also releases
-		 * c->mb_next to the ring's acquire exchange. */
-	} while (!__atomic_compare_exchange_n(&r->mb_head, &head, c, true,
-					      __ATOMIC_SEQ_CST,
-					      __ATOMIC_RELAXED));
-	/* The ring posting to itself (a ring handler) is awake: it drains
-	 * the mailbox before it next blocks (see ring_main()). */
-	if (!head && io_current_ring() != r &&
-	    __atomic_load_n(&r->sleeping, __ATOMIC_SEQ_CST))
-		io_ring_wake(r);
-}
-
-static void drain_one(struct io_ring *r, struct ao_conn *c, uint32_t bits)
-{
-	if (bits & MB_FREE) {
-		reap_add(r, c);
-		return;
-	}
-	if (c->state < CONN_CLOSING) {
-		if (bits & MB_SLOW)
-			io_conn_close_hard(c, AO_CLOSE_SLOW);
-		if (bits & MB_PROTO)
-			io_conn_close_hard(c, AO_CLOSE_PROTOCOL);
-	}
-	if (bits & MB_CLOSE)
-		io_conn_close_graceful(c, AO_CLOSE_LOCAL,
-				       io_deadline_now(r->srv) +
-					       r->srv->cfg.drain_timeout_ms *
-						       1000000ull);
-	if ((bits & MB_SEND) && c->state < CONN_CLOSING)
-		r->be->send_kick(r, c);
-	if (bits & MB_TIMER)
-		io_conn_timer(c);
-	if (bits & MB_RESUME) {
-		uint32_t n = __atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST);
-
-		if (c->bp_paused && n <= r->srv->low_water) {
-			c->bp_paused = false;
-			if (c->state == CONN_OPEN)
-				__atomic_store_n(&c->rx_paused, 0,
-						 __ATOMIC_RELAXED);
-			r->be->rx_update(r, c);
-		}
-		io_conn_check_drained(c);
-	}
-	ao_conn_put(c); /* the stack's reference */
-}
-
-void io_ring_drain_mailbox(struct io_ring *r)
-{
-	struct ao_conn *c;
-
-	/* Acquire: pairs with the pushers' CAS, so each c->mb_next and what
-	 * the pusher wrote before is visible. */
-	while ((c = __atomic_exchange_n(&r->mb_head, NULL, __ATOMIC_ACQUIRE))) {
-		while (c) {
-			struct ao_conn *next = c->mb_next;
-			/* Clear MB_QUEUED first: a post from now on pushes
-			 * c again (and may rewrite mb_next, read above). */
-			uint32_t bits = __atomic_exchange_n(&c->mb_flags, 0,
-							    __ATOMIC_ACQ_REL);
-
-			drain_one(r, c, bits);
-			c = next;
-		}
-	}
+		io_conn_post(c, MB_FREE);
 }
 
 void io_conn_free(struct ao_conn *c)
@@ -166,81 +70,7 @@ void io_conn_free(struct ao_conn *c)
 	free(c);
 }
 
-void io_ring_reap(struct io_ring *r)
-{
-	struct ao_conn **pp = &r->reap;
-
-	while (*pp) {
-		struct ao_conn *c = *pp;
-
-		/* The last put may have come from an item on c's strand,
-		 * whose turn is still finishing: wait for it to be idle. */
-		if (ao_strand_destroy(&c->strand) == 0) {
-			*pp = c->reap_next;
-			io_conn_free(c);
-		} else {
-			pp = &c->reap_next;
-		}
-	}
-}
-
 /* ---- handlers, on the strand ---- */
-
-/*
- * Queue w on c's strand.  AO_SERVER_RING_ASSIST: if nobody has the
- * strand, the ring takes its turn (ao_strand_submit_hold()) and runs it
- * after this batch of events (io_ring_run_turns()), instead of waking a
- * worker for it.  Ring thread only.
- */
-static int conn_submit(struct ao_conn *c, struct ao_work *w)
-{
-	struct io_ring *r = c->ring;
-	int err;
-
-	if (!r->assist || c->no_assist)
-		return ao_strand_submit(&c->strand, w);
-	err = ao_strand_submit_hold(&c->strand, w);
-	if (err <= 0)
-		return err;
-	/* No reference: the items queued hold theirs, and the strand is not
-	 * idle (so not freed) until the turn is run or given up. */
-	c->turn_next = NULL;
-	*r->turns_tail = c;
-	r->turns_tail = &c->turn_next;
-	return 0;
-}
-
-void io_ring_run_turns(struct io_ring *r)
-{
-	uint64_t start = 0, now = 0;
-	struct ao_conn *c;
-
-	if (!r->turns)
-		return;
-	start = now = ao_cycles();
-	/* A handler may make more (a close that queues on_close). */
-	while ((c = r->turns)) {
-		uint64_t t0 = now;
-
-		r->turns = c->turn_next;
-		if (!r->turns)
-			r->turns_tail = &r->turns;
-		c->turn_next = NULL;
-		if (now - start >= r->assist_budget) {
-			/* Over the budget: the workers get the rest (the
-			 * strand queues its turn as a submit would have). */
-			ao_strand_run_held(&c->strand, 0);
-			continue;
-		}
-		/* c stays allocated: only this thread frees, in reap. */
-		IO_STAT_ADD(r, assisted,
-			    ao_strand_run_held(&c->strand,
-					       READ_ONCE(c->strand.batch)));
-		now = ao_cycles();
-		if (now - t0 > r->assist_slow)
-			c->no_assist = true;
-	}
-}
 
 static void open_run(struct ao_work *w)
 {
@@ -279,7 +109,7 @@ static void pkt_run(struct ao_work *w)
 	else
 		free(pw);
 	if (h->on_packet && h->on_packet(c, pkt, h->arg) < 0)
-		post(c, MB_PROTO);
+		io_conn_post(c, MB_PROTO);
 	ao_buf_put(pkt);
 	/* SEQ_CST: the decrement is ordered before the load of rx_paused
 	 * (StoreLoad); pairs with the ring's SEQ_CST store of rx_paused and
@@ -288,7 +118,7 @@ static void pkt_run(struct ao_work *w)
 	n = __atomic_sub_fetch(&c->backlog, 1, __ATOMIC_SEQ_CST);
 	if (n <= srv->low_water &&
 	    __atomic_load_n(&c->rx_paused, __ATOMIC_SEQ_CST))
-		post(c, MB_RESUME);
+		io_conn_post(c, MB_RESUME);
 	ao_conn_put(c);
 }
 
@@ -365,7 +195,7 @@ static int conn_emit(void *arg, struct ao_buf *pkt)
 	pw->c = ao_conn_get(c);
 	pw->pkt = pkt;
 	__atomic_fetch_add(&c->backlog, 1, __ATOMIC_SEQ_CST);
-	err = conn_submit(c, &pw->work);
+	err = io_ring_submit(c, &pw->work);
 	if (err < 0) {
 		__atomic_fetch_sub(&c->backlog, 1, __ATOMIC_SEQ_CST);
 		ao_buf_put(pkt);
@@ -400,6 +230,19 @@ static enum ao_close_reason err_reason(int err)
 	default:
 		return AO_CLOSE_NOMEM;
 	}
+}
+
+/* Input the connection cannot go on from: a framing error or a failed
+ * handler ends it after what was sent (io_conn_close_input()); no memory
+ * or a stopping executor ends it at once. */
+static void input_error(struct ao_conn *c, int err)
+{
+	enum ao_close_reason why = err_reason(err);
+
+	if (why == AO_CLOSE_NOMEM || why == AO_CLOSE_SHUTDOWN)
+		io_conn_close_hard(c, why);
+	else
+		io_conn_close_input(c, why);
 }
 
 /*
@@ -457,7 +300,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 	size_t used;
 	int err;
 
-	if (c->state >= CONN_CLOSING)
+	if (c->state >= CONN_CLOSING || c->rx_stop)
 		return false;
 	IO_STAT_ADD(c->ring, bytes_in, len);
 	c->last_rx_ns = c->ring->now_ns; /* read once per batch */
@@ -474,7 +317,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 		ao_buf_ref(buf);
 		err = conn_emit(c, buf);
 		if (err < 0) {
-			io_conn_close_hard(c, err_reason(err));
+			input_error(c, err);
 			return false;
 		}
 		return true;
@@ -487,7 +330,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 		hold(c, buf, (uint32_t)used, len - (uint32_t)used);
 		return false; /* copied */
 	}
-	io_conn_close_hard(c, err_reason(err));
+	input_error(c, err);
 	return false;
 }
 
@@ -495,7 +338,7 @@ void io_conn_retry_held(struct ao_conn *c)
 {
 	struct held_rx *h;
 
-	while (c->state < CONN_CLOSING && (h = c->held)) {
+	while (c->state < CONN_CLOSING && !c->rx_stop && (h = c->held)) {
 		size_t used;
 		int err = ao_framer_feed(&c->framer, h->data + h->off, h->len,
 					 &used);
@@ -505,7 +348,7 @@ void io_conn_retry_held(struct ao_conn *c)
 		if (err == -ENOBUFS)
 			return;
 		if (err < 0) {
-			io_conn_close_hard(c, err_reason(err));
+			input_error(c, err);
 			return;
 		}
 		c->held = h->next;
@@ -526,14 +369,33 @@ void io_conn_eof(struct ao_conn *c)
 	if (c->state != CONN_OPEN)
 		return;
 	if (c->held || ao_framer_partial(&c->framer)) {
-		io_conn_close_hard(c, AO_CLOSE_TRUNCATED);
+		io_conn_close_input(c, AO_CLOSE_TRUNCATED);
 		return;
 	}
 	/* Packets already received still run and their replies go out. */
-	io_conn_close_graceful(c, AO_CLOSE_EOF,
-			       io_deadline_now(c->srv) +
-				       c->srv->cfg.drain_timeout_ms *
-					       1000000ull);
+	io_conn_close_graceful(c, AO_CLOSE_EOF, io_linger_deadline(c));
+}
+
+void io_conn_close_input(struct ao_conn *c, enum ao_close_reason why)
+{
+	if (c->state >= CONN_CLOSING)
+		return;
+	/* Nothing after the bad input is looked at; what the handlers sent
+	 * before it still goes out. */
+	c->rx_stop = true;
+	free_held(c);
+	ao_framer_reset(&c->framer);
+	io_conn_close_graceful(c, why, io_linger_deadline(c));
+	/* Already draining: it may have waited for the input just dropped. */
+	io_conn_check_drained(c);
+}
+
+void io_conn_close_abort(struct ao_conn *c, enum ao_close_reason why)
+{
+	if (c->state >= CONN_CLOSING)
+		return;
+	c->abort = true;
+	io_conn_close_hard(c, why);
 }
 
 void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
@@ -558,8 +420,19 @@ void io_conn_check_drained(struct ao_conn *c)
 	if (c->state != CONN_DRAINING)
 		return;
 	if (__atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST) || c->held ||
-	    c->send_busy || io_conn_send_pending(c))
+	    c->send_busy)
 		return;
+	/* Refuse sends from now on, but only with the queue empty: a send
+	 * that got in first (a kept handle on another thread) is sent, and
+	 * its completion looks here again; one after is refused. */
+	ao_spin_lock(&c->sq_lock);
+	if (c->sq_head) {
+		ao_spin_unlock(&c->sq_lock);
+		return;
+	}
+	/* Release: as in io_conn_close_hard(). */
+	__atomic_store_n(&c->closed, 1, __ATOMIC_RELEASE);
+	ao_spin_unlock(&c->sq_lock);
 	c->graceful = true;
 	io_conn_close_hard(c, c->reason);
 }
@@ -581,6 +454,8 @@ void io_conn_close_hard(struct ao_conn *c, enum ao_close_reason why)
 	c->ring->be->close(c->ring, c);
 }
 
+static bool linger_done(struct ao_conn *c);
+
 void io_conn_abandon(struct ao_conn *c)
 {
 	if (c->state == CONN_OPEN)
@@ -594,93 +469,80 @@ void io_conn_abandon(struct ao_conn *c)
 		free_held(c);
 		ao_framer_reset(&c->framer);
 	}
+	/* Still lingering: what is not sent by now will not be. */
+	if (c->state == CONN_LINGER && !linger_done(c))
+		c->abort = true;
 	c->send_busy = false;
 	c->ops = 0;
 	io_conn_finish(c);
 }
 
 /*
- * Detach q (off the queue, under sq_lock) for freeing after the unlock:
- * a malloc()ed node goes on *tail; the inline node is free again at once
- * (its buffer, which the next send may overwrite the node with, is given
- * back in *inline_buf).
+ * Read away what the peer sent, then say whether the socket can be closed
+ * now: everything queued on it, the FIN included, has been sent (or the
+ * peer reset it).  close() with unread input sends a reset, which drops
+ * what the kernel has not sent yet; and data arriving after close() is
+ * answered with one.  So a graceful close keeps the socket, reading it,
+ * until nothing of its own is left unsent, and only then closes it: the
+ * reset that may still follow comes after the last byte and the FIN, and
+ * the peer reads both first.
  */
-static void sendq_detach(struct ao_conn *c, struct sendq_node *q,
-			 struct sendq_node ***tail, struct ao_buf **inline_buf)
+static bool linger_done(struct ao_conn *c)
 {
-	if (q == &c->sq_inline) {
-		*inline_buf = q->buf;
-		c->sq_inline_used = false;
-		return;
+	uint8_t scratch[4096];
+	int unsent = 0;
+
+	for (int i = 0; i < 64; i++) {
+		ssize_t n = recv(c->fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+
+		if (n > 0 || (n < 0 && errno == EINTR))
+			continue;
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return true; /* reset: nothing more can be sent */
+		break;
 	}
-	q->next = NULL;
-	**tail = q;
-	*tail = &q->next;
+	if (ioctl(c->fd, SIOCOUTQNSD, &unsent) < 0)
+		return true;
+	return unsent == 0;
 }
 
-static void sendq_free(struct sendq_node *done, struct ao_buf *inline_buf)
+/* Look at a lingering socket again soon: 1 ms, then twice as long each
+ * time up to IO_LINGER_POLL_MAX_NS, and at the deadline at the latest. */
+static void linger_arm(struct ao_conn *c)
 {
-	if (inline_buf)
-		ao_buf_put(inline_buf);
-	while (done) {
-		struct sendq_node *next = done->next;
+	uint64_t at = io_deadline_now(c->srv) + c->linger_step_ns;
 
-		ao_buf_put(done->buf);
-		free(done);
-		done = next;
-	}
+	if (at > c->deadline_ns)
+		at = c->deadline_ns;
+	if (c->linger_step_ns < IO_LINGER_POLL_MAX_NS)
+		c->linger_step_ns *= 2;
+	ao_timer_arm_at(&c->timer, at);
 }
 
-static void sendq_flush(struct ao_conn *c)
-{
-	struct sendq_node *done = NULL, **tail = &done, *q, *next;
-	struct ao_buf *inline_buf = NULL;
-
-	ao_spin_lock(&c->sq_lock);
-	for (q = c->sq_head; q; q = next) {
-		next = q->next;
-		sendq_detach(c, q, &tail, &inline_buf);
-	}
-	c->sq_head = c->sq_tail = NULL;
-	c->sq_bytes = 0;
-	c->sq_charge = 0;
-	c->sq_off = 0;
-	ao_spin_unlock(&c->sq_lock);
-	sendq_free(done, inline_buf);
-}
-
-void io_conn_finish(struct ao_conn *c)
+/* Close the socket and queue on_close. */
+static void conn_release(struct ao_conn *c)
 {
 	struct io_ring *r = c->ring;
 	int err;
 
-	if (c->state == CONN_CLOSED)
-		return;
 	c->state = CONN_CLOSED;
 	/* No timer after this: a callback that is running finishes its
 	 * post first (the mailbox's reference then keeps c). */
 	ao_timer_cancel_sync(&c->timer);
-	/* Counted before the peer can see the close. */
-	IO_STAT_ADD(r, closes[c->reason], 1);
-	IO_STAT_ADD(r, open, -1);
-	if (c->counted)
-		__atomic_fetch_sub(&r->srv->nconns, 1, __ATOMIC_RELAXED);
-	c->counted = false;
-	if (c->fd >= 0 && c->graceful) {
-		/* close() with unread bytes sends a reset, which can destroy
-		 * replies still in flight: read away what has arrived, so
-		 * the peer gets a FIN after the last reply. */
-		uint8_t scratch[4096];
+	if (c->fd >= 0) {
+		if (c->abort) {
+			/* A reset: the peer learns at once, and the kernel
+			 * keeps nothing of it (no FIN-WAIT-1 behind a zero
+			 * window). */
+			struct linger l = { .l_onoff = 1, .l_linger = 0 };
 
-		for (int i = 0; i < 64; i++)
-			if (recv(c->fd, scratch, sizeof(scratch),
-				 MSG_DONTWAIT) <= 0)
-				break;
-	}
-	if (c->fd >= 0)
+			setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+			IO_STAT_ADD(r, aborted, 1);
+		}
 		close(c->fd);
+	}
 	c->fd = -1;
-	sendq_flush(c);
+	io_sendq_flush(c);
 	/* Off the ring's list of live sockets. */
 	if (c->prev)
 		c->prev->next = c->next;
@@ -695,9 +557,39 @@ void io_conn_finish(struct ao_conn *c)
 		close_run(&c->close_work);
 		return;
 	}
-	err = conn_submit(c, &c->close_work);
+	err = io_ring_submit(c, &c->close_work);
 	if (err < 0)
 		close_run(&c->close_work);
+}
+
+void io_conn_finish(struct ao_conn *c)
+{
+	struct io_ring *r = c->ring;
+
+	if (c->state == CONN_CLOSED)
+		return;
+	if (c->state == CONN_LINGER) {
+		conn_release(c);
+		return;
+	}
+	/* Counted before the peer can see the close. */
+	IO_STAT_ADD(r, closes[c->reason], 1);
+	IO_STAT_ADD(r, open, -1);
+	if (c->counted)
+		__atomic_fetch_sub(&r->srv->nconns, 1, __ATOMIC_RELAXED);
+	c->counted = false;
+	if (c->fd >= 0 && c->graceful && !c->abort) {
+		/* The FIN goes after the last byte queued; the socket stays
+		 * until they are sent (linger_done()), or the deadline. */
+		shutdown(c->fd, SHUT_WR);
+		if (!linger_done(c)) {
+			c->state = CONN_LINGER;
+			c->linger_step_ns = IO_LINGER_POLL_NS;
+			linger_arm(c);
+			return;
+		}
+	}
+	conn_release(c);
 }
 
 /* ---- deadlines ---- */
@@ -707,7 +599,7 @@ void io_conn_finish(struct ao_conn *c)
 static void conn_timer_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 {
 	(void)ev;
-	post(container_of(t, struct ao_conn, timer), MB_TIMER);
+	io_conn_post(container_of(t, struct ao_conn, timer), MB_TIMER);
 }
 
 void io_conn_timer(struct ao_conn *c)
@@ -716,10 +608,23 @@ void io_conn_timer(struct ao_conn *c)
 	uint64_t now = io_deadline_now(c->srv);
 
 	if (c->state == CONN_DRAINING) {
+		/* Out of time (a peer that does not read, a handler that
+		 * does not return): a reset, not a FIN behind what is left. */
 		if (now >= c->deadline_ns)
-			io_conn_close_hard(c, c->reason);
+			io_conn_close_abort(c, c->reason);
 		else
 			ao_timer_arm_at(&c->timer, c->deadline_ns);
+		return;
+	}
+	if (c->state == CONN_LINGER) {
+		if (linger_done(c)) {
+			conn_release(c);
+		} else if (now >= c->deadline_ns) {
+			c->abort = true;
+			conn_release(c);
+		} else {
+			linger_arm(c);
+		}
 		return;
 	}
 	if (c->state != CONN_OPEN || !idle)
@@ -789,229 +694,9 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 	/* on_open first on the strand, before any packet. */
 	ao_work_init(&c->open_work, open_run);
 	ao_conn_get(c);
-	if (conn_submit(c, &c->open_work) < 0)
+	if (io_ring_submit(c, &c->open_work) < 0)
 		open_run(&c->open_work);
 	return c;
-}
-
-/* ---- sending ---- */
-
-/* A send queued on the ring's own thread: start it after the current
- * batch, without the mailbox (ring thread only, so no atomics).  No
- * reference: the ring flushes the list before it reaps. */
-static void kick_add(struct ao_conn *c)
-{
-	struct io_ring *r = c->ring;
-
-	if (c->kick_queued)
-		return;
-	c->kick_queued = true;
-	c->kick_next = r->kicks;
-	r->kicks = c;
-}
-
-void io_ring_flush_kicks(struct io_ring *r)
-{
-	struct ao_conn *c;
-
-	/* A kick may close a conn (epoll: a failed send), whose on_close
-	 * may send on another: the list may grow while it is walked. */
-	while ((c = r->kicks)) {
-		r->kicks = c->kick_next;
-		c->kick_next = NULL;
-		c->kick_queued = false;
-		if (c->state < CONN_CLOSING)
-			r->be->send_kick(r, c);
-	}
-}
-
-void io_ring_drop_kicks(struct io_ring *r)
-{
-	struct ao_conn *c;
-
-	while ((c = r->kicks)) {
-		r->kicks = c->kick_next;
-		c->kick_next = NULL;
-		c->kick_queued = false;
-	}
-}
-
-static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
-{
-	struct sendq_node *n, *spare = NULL;
-	uint8_t hdr[4] = { 0 };
-	uint32_t len = buf->len, total, charge;
-	int hl = 0;
-
-	/* Acquire: pairs with the release store in io_conn_close_hard(). */
-	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
-		return -ENOTCONN;
-	if (framed) {
-		hl = ao_framing_header(&c->srv->cfg.framing, len, hdr);
-		if (hl < 0)
-			return hl;
-	}
-	total = len + (uint32_t)hl;
-	if (total == 0)
-		return 0;
-	/*
-	 * The bound is on the pool memory the queue pins, not only on its
-	 * bytes: a packet pins its whole buffer however short it is, so
-	 * each node is charged at least the buffer's capacity.  Counting
-	 * bytes alone, a peer sending small packets without reading pinned
-	 * every buffer of the pool (8000 packets of 512 bytes stay under
-	 * 4 MiB) before it was ever closed as slow, and every other client
-	 * starved with it.
-	 */
-	charge = total > buf->cap ? total : buf->cap;
-	for (;;) {
-		ao_spin_lock(&c->sq_lock);
-		if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED)) {
-			ao_spin_unlock(&c->sq_lock);
-			free(spare);
-			return -ENOTCONN;
-		}
-		if (c->sq_charge + charge > c->srv->cfg.sendq_max) {
-			ao_spin_unlock(&c->sq_lock);
-			free(spare);
-			post(c, MB_SLOW);
-			return -ENOBUFS;
-		}
-		/* The conn's own node when it is free, else a malloc()ed
-		 * one (allocated without the lock held, then re-checked). */
-		if (!c->sq_inline_used) {
-			n = &c->sq_inline;
-			c->sq_inline_used = true;
-			break;
-		}
-		if (spare) {
-			n = spare;
-			spare = NULL;
-			break;
-		}
-		ao_spin_unlock(&c->sq_lock);
-		spare = malloc(sizeof(*spare));
-		if (!spare)
-			return -ENOMEM;
-	}
-	n->next = NULL;
-	n->buf = ao_buf_ref(buf);
-	n->len = len;
-	n->charge = charge;
-	n->hdr_len = (uint8_t)hl;
-	memcpy(n->hdr, hdr, sizeof(n->hdr));
-	if (c->sq_tail)
-		c->sq_tail->next = n;
-	else
-		c->sq_head = n;
-	c->sq_tail = n;
-	c->sq_bytes += total;
-	c->sq_charge += charge;
-	ao_spin_unlock(&c->sq_lock);
-	free(spare); /* the inline node turned out free meanwhile */
-	if (io_current_ring() == c->ring)
-		kick_add(c);
-	else
-		post(c, MB_SEND);
-	return 0;
-}
-
-int ao_conn_send(struct ao_conn *c, struct ao_buf *buf)
-{
-	if (!c || !buf)
-		return -EINVAL;
-	return conn_send(c, buf, false);
-}
-
-int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf)
-{
-	if (!c || !buf)
-		return -EINVAL;
-	return conn_send(c, buf, true);
-}
-
-/* Under sq_lock: c->iov from the queue. */
-static uint32_t fill_iov_locked(struct ao_conn *c)
-{
-	uint32_t n = 0, skip;
-	struct sendq_node *q;
-
-	skip = c->sq_off;
-	for (q = c->sq_head; q && n < IO_SEND_IOV; q = q->next) {
-		if (skip < q->hdr_len) {
-			c->iov[n].iov_base = q->hdr + skip;
-			c->iov[n].iov_len = q->hdr_len - skip;
-			n++;
-			skip = 0;
-		} else {
-			skip -= q->hdr_len;
-		}
-		if (n == IO_SEND_IOV)
-			break;
-		if (skip < q->len) {
-			c->iov[n].iov_base = (uint8_t *)q->buf->data + skip;
-			c->iov[n].iov_len = q->len - skip;
-			n++;
-		}
-		skip = 0;
-	}
-	c->iov_n = n;
-	return n;
-}
-
-uint32_t io_conn_fill_iov(struct ao_conn *c)
-{
-	uint32_t n;
-
-	ao_spin_lock(&c->sq_lock);
-	n = fill_iov_locked(c);
-	ao_spin_unlock(&c->sq_lock);
-	return n;
-}
-
-uint32_t io_conn_sent(struct ao_conn *c, size_t n)
-{
-	struct sendq_node *done = NULL, **tail = &done;
-	struct ao_buf *inline_buf = NULL;
-	uint64_t pkts = 0, bytes = n;
-	uint32_t iov_n;
-
-	ao_spin_lock(&c->sq_lock);
-	while (c->sq_head) {
-		struct sendq_node *q = c->sq_head;
-		uint32_t total = q->hdr_len + q->len;
-		uint32_t rem = total - c->sq_off;
-
-		if (n < rem) {
-			c->sq_off += (uint32_t)n;
-			break;
-		}
-		n -= rem;
-		c->sq_off = 0;
-		c->sq_bytes -= total;
-		c->sq_charge -= q->charge;
-		c->sq_head = q->next;
-		if (!c->sq_head)
-			c->sq_tail = NULL;
-		sendq_detach(c, q, &tail, &inline_buf);
-		pkts++;
-	}
-	iov_n = fill_iov_locked(c);
-	ao_spin_unlock(&c->sq_lock);
-	IO_STAT_ADD(c->ring, bytes_out, bytes);
-	IO_STAT_ADD(c->ring, packets_out, pkts);
-	sendq_free(done, inline_buf);
-	return iov_n;
-}
-
-bool io_conn_send_pending(struct ao_conn *c)
-{
-	bool pending;
-
-	ao_spin_lock(&c->sq_lock);
-	pending = c->sq_head != NULL;
-	ao_spin_unlock(&c->sq_lock);
-	return pending;
 }
 
 /* ---- the rest of the public API ---- */
@@ -1020,7 +705,7 @@ int ao_conn_close(struct ao_conn *c)
 {
 	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
 		return -ENOTCONN;
-	post(c, MB_CLOSE);
+	io_conn_post(c, MB_CLOSE);
 	return 0;
 }
 
@@ -1028,7 +713,7 @@ int ao_conn_close_slow(struct ao_conn *c)
 {
 	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
 		return -ENOTCONN;
-	post(c, MB_SLOW);
+	io_conn_post(c, MB_SLOW);
 	return 0;
 }
 
@@ -1076,16 +761,6 @@ void ao_conn_peer(const struct ao_conn *c, struct sockaddr_in *sa)
 		sa->sin_port = c->peer.in6.sin6_port;
 		memcpy(&sa->sin_addr, &a6->s6_addr[12], 4);
 	}
-}
-
-size_t ao_conn_send_queued(struct ao_conn *c)
-{
-	size_t n;
-
-	ao_spin_lock(&c->sq_lock);
-	n = c->sq_bytes;
-	ao_spin_unlock(&c->sq_lock);
-	return n;
 }
 
 void *ao_conn_user(const struct ao_conn *c)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to io/: the server, its rings, connections, and the interface
- * between the common ring logic (server.c, conn.c) and a backend
- * (uring.c, epoll.c).  See io/server.c for the design.
+ * between the common ring logic (server.c, ring.c, conn.c, sendq.c) and a
+ * backend (uring.c, epoll.c).  See io/server.c for the design.
  */
 #ifndef AORTA_IO_PRIV_H
 #define AORTA_IO_PRIV_H
@@ -23,6 +23,7 @@
 #include <aorta/io/framer.h>
 #include <aorta/io/server.h>
 #include <aorta/sync/spinlock.h>
+#include "sendq.h"
 
 #define IO_SEND_IOV 16 /* buffers one send submission gathers */
 #define IO_RX_BURST 16 /* epoll: reads per readiness before moving on */
@@ -35,6 +36,10 @@
  * sends its connection's later turns to the workers for good. */
 #define IO_ASSIST_BUDGET_NS 250000ull
 #define IO_ASSIST_SLOW_NS 1000000ull
+/* A lingering close (see io_conn_finish()) looks at its socket after
+ * IO_LINGER_POLL_NS, then twice as long each time, up to the max. */
+#define IO_LINGER_POLL_NS 1000000ull
+#define IO_LINGER_POLL_MAX_NS 64000000ull
 
 /* Mailbox bits (conn->mb_flags): what other threads ask the ring to do. */
 #define MB_QUEUED 0x01u /* on the ring's mailbox stack */
@@ -51,16 +56,8 @@ enum conn_state {
 	CONN_OPEN, /* receiving and sending */
 	CONN_DRAINING, /* no more recv; close once backlog and sends drain */
 	CONN_CLOSING, /* socket shut; waiting for the backend's ops */
+	CONN_LINGER, /* FIN queued behind unsent bytes: close once sent */
 	CONN_CLOSED, /* fd closed, on_close queued or run */
-};
-
-struct sendq_node {
-	struct sendq_node *next;
-	struct ao_buf *buf; /* one reference, dropped when sent */
-	uint32_t len; /* payload bytes (buf->len when queued) */
-	uint32_t charge; /* against sendq_max: see conn_send() */
-	uint8_t hdr_len; /* prefix bytes before the payload */
-	uint8_t hdr[4];
 };
 
 /*
@@ -131,6 +128,8 @@ struct ao_conn {
 	bool rx_nobufs; /* no receive buffer: re-arm after a refill */
 	bool counted; /* in srv->nconns */
 	bool graceful; /* closing after a complete drain: end with a FIN */
+	bool abort; /* end with a reset (SO_LINGER 0), nothing flushed */
+	bool rx_stop; /* input error: what still arrives is dropped */
 	bool kick_queued; /* on the ring's kick list */
 	struct ao_conn *kick_next; /* kick list link */
 	bool no_assist; /* a slow turn: its turns go to the workers */
@@ -140,7 +139,8 @@ struct ao_conn {
 	struct ao_conn *next, *prev; /* the ring's list of live sockets */
 	struct ao_conn *reap_next; /* the ring's list of conns to free */
 	uint64_t last_rx_ns; /* stamped per receive batch, not re-armed */
-	uint64_t deadline_ns; /* DRAINING: close by then */
+	uint64_t deadline_ns; /* DRAINING, LINGER: close by then */
+	uint64_t linger_step_ns; /* LINGER: next look at the socket in */
 	uint32_t sq_off; /* bytes of the head node already sent */
 	/* Backend state. */
 	bool recv_armed; /* uring: multishot recv outstanding */
@@ -272,20 +272,19 @@ void io_conn_eof(struct ao_conn *c);
 bool io_conn_rx_wanted(const struct ao_conn *c);
 /* Close now with a reason (no flush); idempotent. */
 void io_conn_close_hard(struct ao_conn *c, enum ao_close_reason why);
-/* Close once the backlog and the send queue are empty, or by deadline. */
+/* Close once the backlog and the send queue are empty and what they
+ * sent is on the wire, then a FIN; past deadline_ns, a reset. */
 void io_conn_close_graceful(struct ao_conn *c, enum ao_close_reason why,
 			    uint64_t deadline_ns);
+/* Bad input (framing, a failed on_packet): stop reading, drop what is
+ * held, then close as io_conn_close_graceful() does by the linger time. */
+void io_conn_close_input(struct ao_conn *c, enum ao_close_reason why);
+/* Close at once with a reset (SO_LINGER 0), dropping what is queued. */
+void io_conn_close_abort(struct ao_conn *c, enum ao_close_reason why);
 /* The ring is gone (backend torn down): close c without the backend. */
 void io_conn_abandon(struct ao_conn *c);
 /* Backend: no operation on the socket is left; close it, queue on_close. */
 void io_conn_finish(struct ao_conn *c);
-/* Fill c->iov from the send queue; returns the number of entries. */
-uint32_t io_conn_fill_iov(struct ao_conn *c);
-/* n bytes of the send queue went out: drop what is done, then fill c->iov
- * with what is left (one lock hold for both); returns the entries. */
-uint32_t io_conn_sent(struct ao_conn *c, size_t n);
-/* Is anything queued for sending? */
-bool io_conn_send_pending(struct ao_conn *c);
 /* Retry input held back for lack of buffers. */
 void io_conn_retry_held(struct ao_conn *c);
 /* Check whether a DRAINING conn is done. */
@@ -293,12 +292,30 @@ void io_conn_check_drained(struct ao_conn *c);
 /* c's timer fired (MB_TIMER): close it if idle or past its drain
  * deadline, else arm it again for when it would be. */
 void io_conn_timer(struct ao_conn *c);
-/* The ring's side of the mailbox: handle every posted conn. */
-void io_ring_drain_mailbox(struct io_ring *r);
-/* Free conns whose last reference went and whose strand is idle. */
-void io_ring_reap(struct io_ring *r);
 /* Free a conn outright (its strand idle, no references). */
 void io_conn_free(struct ao_conn *c);
+
+/* ring.c: the ring thread and its services. */
+/* The thread's function (arg: its struct io_ring). */
+void *io_ring_main(void *arg);
+/* The ring whose thread this is from now on (NULL: none); a thread that
+ * plays the ring's part after it is gone (ao_server_destroy()). */
+void io_ring_set_current(struct io_ring *r);
+/* Wake the ring thread (from any thread). */
+void io_ring_wake(struct io_ring *r);
+/* Ask the ring thread to look at c (MB_* bits), from any thread.  The
+ * caller holds a reference, except for MB_FREE, posted after the last. */
+void io_conn_post(struct ao_conn *c, uint32_t bits);
+/* The ring's side of the mailbox: handle every posted conn. */
+void io_ring_drain_mailbox(struct io_ring *r);
+/* c's last reference went (ring thread): free it once its strand idles. */
+void io_ring_reap_add(struct io_ring *r, struct ao_conn *c);
+/* Free conns whose last reference went and whose strand is idle. */
+void io_ring_reap(struct io_ring *r);
+/* Queue w on c's strand, or hold the turn (AO_SERVER_RING_ASSIST). */
+int io_ring_submit(struct ao_conn *c, struct ao_work *w);
+/* A send queued on the ring's own thread: start it after the batch. */
+void io_ring_kick(struct ao_conn *c);
 /* Start the sends queued from this ring's own thread (the kick list);
  * the backends call it after each batch of events, the ring before it
  * reaps. */
@@ -312,15 +329,16 @@ void io_ring_run_turns(struct io_ring *r);
 void io_ring_accepted(struct io_ring *r, int fd);
 /* accept() failed with err; returns true to retry at once. */
 bool io_ring_accept_error(struct io_ring *r, int err);
-/* Wake the ring thread (from any thread). */
-void io_ring_wake(struct io_ring *r);
-/* CLOCK_MONOTONIC in ns. */
-uint64_t io_now(void);
 /* The clock of the connections' deadlines (idle, drain): their timer
  * service's, which may be a test clock. */
 static inline uint64_t io_deadline_now(const struct ao_server *srv)
 {
 	return ao_timers_now(srv->timers);
+}
+/* When a graceful close that starts now must be over (cfg.linger_ms). */
+static inline uint64_t io_linger_deadline(const struct ao_conn *c)
+{
+	return io_deadline_now(c->srv) + c->srv->cfg.linger_ms * 1000000ull;
 }
 /* Read the deadline clock into r->now_ns (the backends, after each wait:
  * what a receive stamps in last_rx_ns). */

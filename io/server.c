@@ -107,10 +107,11 @@
  * no atomics, no reference: the ring flushes the list after each batch
  * of events and before every reap, so a listed conn is never freed), and
  * the flush starts the send; ao_conn_close() and the slow-consumer close
- * go through the mailbox, whose post() skips the eventfd when the poster
+ * go through the mailbox, whose io_conn_post() skips the eventfd when the poster
  * is the ring itself (the ring looks at its mailbox before it blocks).
  * A failing on_packet makes the emit fail, and the ring closes the
- * connection (AO_CLOSE_PROTOCOL) once the framer has returned.
+ * connection (AO_CLOSE_PROTOCOL, see "Closing") once the framer has
+ * returned.
  *
  * Ring assist (AO_SERVER_RING_ASSIST).  With the handlers on the workers,
  * each packet costs two hops: the ring queues the strand's turn and wakes
@@ -143,15 +144,40 @@
  *
  * Connection lifetime.  A conn is reference counted: the ring holds one
  * from accept until on_close has run, each queued packet and mailbox entry
- * holds one, users may take more.  Closing is in three steps: DRAINING
- * (graceful: no more recv; waits for the backlog and the send queue to
- * empty, or its deadline), CLOSING (sends refused with -ENOTCONN, queue
- * dropped, socket shut down, waiting for the backend's operations to
- * complete), CLOSED (fd closed, on_close queued on the strand after every
- * packet).  The last put hands the conn to its ring, which frees it once
+ * holds one, users may take more.  Closing is in up to four steps:
+ * DRAINING (graceful: no more recv; waits for the backlog and the send
+ * queue to empty, or its deadline), CLOSING (sends refused with -ENOTCONN,
+ * queue dropped, socket shut down, waiting for the backend's operations to
+ * complete), LINGER (graceful: FIN queued, the kernel still has bytes of
+ * ours to send), CLOSED (fd closed, on_close queued on the strand after
+ * every packet).  The last put hands the conn to its ring, which frees it once
  * ao_strand_destroy() says the strand is idle (the put may come from the
  * strand's own last item).  So a handle kept past close is never freed
  * under its holder, and sending on it fails cleanly.
+ *
+ * Closing.  A close never overtakes a send.  A graceful close (by
+ * ao_conn_close(), a failed on_packet, bad framing, the peer's EOF, the
+ * stop) stops reading (bad input: what follows it is dropped, held input
+ * too), lets the backlog run, and refuses sends only once the send queue
+ * is empty, under its lock (io_conn_check_drained()), so that a send from
+ * another thread either gets in and is sent or is refused.  Then
+ * shutdown(SHUT_WR) queues the FIN behind what the kernel still holds, and
+ * the socket is kept (LINGER), read and dropped, until SIOCOUTQNSD says
+ * nothing of ours is unsent: closed earlier, unread input or input that
+ * arrives after close() makes the kernel answer with a reset and drop
+ * what it has not sent: a reply followed by a close would vanish (the
+ * peer would see a reset, or a bare EOF).  The conn's timer looks
+ * again after 1 ms, then twice as long each time up to 64 ms.  The whole
+ * close has one deadline (linger_ms; for the stop, drain_timeout_ms):
+ * past it, DRAINING or LINGER, the close is abortive, SO_LINGER {1, 0}
+ * then close(), a reset, so that a peer that does not read holds neither
+ * the connection nor kernel memory (FIN-WAIT-1 behind a zero window).  A
+ * slow consumer (sendq_max, ao_conn_close_slow()) is closed abortively at
+ * once.  On io_uring, with operations maybe still out on the socket, the
+ * reset goes first with connect(AF_UNSPEC) (tcp_disconnect(), which also
+ * wakes them), not after a shutdown, whose FIN the peer would read as an
+ * EOF before it (see ur_close()).
+ * An idle timeout or a socket error closes at once, without a linger.
  *
  * Limits.  Beyond max_conns a connection is accepted and closed at once
  * (counted as rejected).  On EMFILE/ENFILE the ring gives up a spare
@@ -188,7 +214,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -205,33 +230,10 @@
 #define DEFAULT_SESSION_BACKLOG 256u
 #define DEFAULT_SENDQ_MAX (4u << 20)
 #define DEFAULT_DRAIN_MS 5000u
+#define DEFAULT_LINGER_MS 2000u
 #define DEFAULT_RING_ENTRIES 512u
 #define DEFAULT_RING_BUFFERS 256u
 #define MAX_RINGS 64u
-
-static __thread struct io_ring *tls_ring;
-
-struct io_ring *io_current_ring(void)
-{
-	return tls_ring;
-}
-
-uint64_t io_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void io_ring_wake(struct io_ring *r)
-{
-	uint64_t one = 1;
-
-	/* EAGAIN means the counter is huge: the ring is surely awake. */
-	if (write(r->efd, &one, sizeof(one)) < 0)
-		return;
-}
 
 const char *ao_io_backend_name(enum ao_io_backend b)
 {
@@ -274,6 +276,8 @@ static int resolve_config(struct ao_server_config *c)
 		c->sendq_max = DEFAULT_SENDQ_MAX;
 	if (!c->drain_timeout_ms)
 		c->drain_timeout_ms = DEFAULT_DRAIN_MS;
+	if (!c->linger_ms)
+		c->linger_ms = DEFAULT_LINGER_MS;
 	if (!c->ring_entries)
 		c->ring_entries = DEFAULT_RING_ENTRIES;
 	if (!c->ring_buffers)
@@ -502,129 +506,8 @@ bool io_ring_accept_error(struct io_ring *r, int err)
 		fcntl(r->lfd, F_SETFL, fl);
 	r->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	/* Re-arm later, not now: the limit may still be reached. */
-	r->accept_retry_ns = io_now() + IO_EMFILE_BACKOFF_NS;
+	r->accept_retry_ns = ao_now_ns() + IO_EMFILE_BACKOFF_NS;
 	return false;
-}
-
-/* ---- the ring thread ---- */
-
-static void ring_begin_stop(struct io_ring *r, uint64_t now)
-{
-	uint64_t deadline = now + r->srv->cfg.drain_timeout_ms * 1000000ull;
-	struct ao_conn *c, *next;
-
-	r->stop_seen = true;
-	r->stop_deadline_ns = deadline;
-	if (r->accepting) {
-		r->accepting = false;
-		r->be->accept_stop(r);
-	}
-	/* The ring's own exit is on the real clock (above); the conns'
-	 * deadlines on their timers' (io_deadline_now()). */
-	deadline = io_deadline_now(r->srv) +
-		   r->srv->cfg.drain_timeout_ms * 1000000ull;
-	for (c = r->conns; c; c = next) {
-		next = c->next;
-		io_conn_close_graceful(c, AO_CLOSE_SHUTDOWN, deadline);
-	}
-}
-
-static void ring_retry_starved(struct io_ring *r)
-{
-	struct ao_conn *c, *next;
-
-	r->be->refill(r);
-	if (!r->nheld)
-		return;
-	for (c = r->conns; c && r->nheld; c = next) {
-		next = c->next;
-		if (c->held)
-			io_conn_retry_held(c);
-	}
-}
-
-static void *ring_main(void *arg)
-{
-	struct io_ring *r = arg;
-	struct ao_server *srv = r->srv;
-	char name[16];
-	int err;
-
-	tls_ring = r;
-	snprintf(name, sizeof(name), "ao-io%u", r->index);
-	pthread_setname_np(pthread_self(), name);
-	err = r->be->init(r);
-	/* Release: the setup is visible to the starter; pairs with the
-	 * acquire load in ao_server_start(). */
-	__atomic_store_n(&r->ready, err ? (uint32_t)err : 1u, __ATOMIC_RELEASE);
-	ao_futex_wake(&r->ready, 1);
-	if (err)
-		return NULL;
-	r->accepting = true;
-	r->be->accept_start(r);
-	r->assist = srv->ring_assist;
-	for (;;) {
-		uint64_t now = io_now();
-		int64_t timeout = -1;
-
-		r->now_ns = io_deadline_now(srv);
-
-		io_ring_drain_mailbox(r);
-		if (!r->stop_seen &&
-		    __atomic_load_n(&srv->stopping, __ATOMIC_ACQUIRE))
-			ring_begin_stop(r, now);
-		if (r->nheld || r->nnobufs)
-			ring_retry_starved(r);
-		if (r->accept_retry_ns && now >= r->accept_retry_ns) {
-			r->accept_retry_ns = 0;
-			if (r->accepting)
-				r->be->accept_start(r);
-		}
-		/* Every turn held is run or handed over before the wait (and
-		 * before the kicks: their handlers send). */
-		io_ring_run_turns(r);
-		/* Before reaping: a conn on the kick list is not freed. */
-		io_ring_flush_kicks(r);
-		io_ring_reap(r);
-		if (r->stop_seen) {
-			if (!r->conns && !r->nalive)
-				break;
-			if (now >= r->stop_deadline_ns + IO_STOP_GRACE_NS)
-				break;
-		}
-		/* Idle and drain deadlines come through the mailbox (the
-		 * conns' timers): a wait with nothing due on the ring itself
-		 * has no timeout (arming a kernel timer on every wait that
-		 * sleeps was a measurable share of a request). */
-		if (r->stop_seen)
-			timeout = (int64_t)(r->stop_deadline_ns +
-					    IO_STOP_GRACE_NS - now);
-		if (r->nheld || r->nnobufs || r->reap)
-			timeout = IO_STARVED_POLL_NS;
-		if (r->accept_retry_ns && r->accept_retry_ns > now &&
-		    (timeout < 0 ||
-		     (int64_t)(r->accept_retry_ns - now) < timeout))
-			timeout = (int64_t)(r->accept_retry_ns - now);
-		/* SEQ_CST store, then SEQ_CST load of the mailbox: pairs with
-		 * the SEQ_CST push and load of sleeping in post(), so a push
-		 * either is seen here or writes the eventfd. */
-		__atomic_store_n(&r->sleeping, 1, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&r->mb_head, __ATOMIC_SEQ_CST))
-			timeout = 0;
-		r->be->wait(r, timeout);
-		__atomic_store_n(&r->sleeping, 0, __ATOMIC_RELAXED);
-	}
-	/* From here conns close without the loop: no more held turns. */
-	r->assist = false;
-	io_ring_drop_kicks(r);
-	r->be->fini(r);
-	/* Out of time: no operation can complete now, so finish by hand
-	 * what is left (handlers still running will put theirs later;
-	 * ao_server_destroy() waits for that). */
-	while (r->conns)
-		io_conn_abandon(r->conns);
-	tls_ring = NULL;
-	return NULL;
 }
 
 /* ---- start and stop ---- */
@@ -764,11 +647,11 @@ int ao_server_start(struct ao_server *srv)
 		uint32_t v;
 
 		r->ready = 0;
-		err = -pthread_create(&r->thread, NULL, ring_main, r);
+		err = -pthread_create(&r->thread, NULL, io_ring_main, r);
 		if (err)
 			goto fail_threads;
 		started++;
-		/* Acquire: pairs with the release store in ring_main(). */
+		/* Acquire: pairs with the release store in io_ring_main(). */
 		while (!(v = __atomic_load_n(&r->ready, __ATOMIC_ACQUIRE)))
 			ao_futex_wait(&r->ready, 0, -1);
 		if (v != 1) {
@@ -805,7 +688,7 @@ int ao_server_stop(struct ao_server *srv)
 		return -EINVAL;
 	if (!srv->started)
 		return 0;
-	/* Release: pairs with the acquire load in ring_main(). */
+	/* Release: pairs with the acquire load in io_ring_main(). */
 	__atomic_store_n(&srv->stopping, 1, __ATOMIC_RELEASE);
 	for (unsigned int i = 0; i < srv->cfg.rings; i++)
 		io_ring_wake(&srv->rings[i]);
@@ -841,17 +724,17 @@ int ao_server_destroy(struct ao_server *srv)
 	for (unsigned int i = 0; i < srv->cfg.rings; i++) {
 		struct io_ring *r = &srv->rings[i];
 		uint64_t end =
-			io_now() + srv->cfg.drain_timeout_ms * 1000000ull;
+			ao_now_ns() + srv->cfg.drain_timeout_ms * 1000000ull;
 
-		tls_ring = r;
+		io_ring_set_current(r);
 		for (;;) {
 			io_ring_drain_mailbox(r);
 			io_ring_reap(r);
-			if (!r->nalive || io_now() >= end)
+			if (!r->nalive || ao_now_ns() >= end)
 				break;
 			usleep(1000);
 		}
-		tls_ring = NULL;
+		io_ring_set_current(NULL);
 		alive += r->nalive;
 	}
 	if (alive) {

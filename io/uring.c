@@ -552,10 +552,25 @@ static void ur_close(struct io_ring *r, struct ao_conn *c)
 		cancel(ur(r), ud(c, UD_RECV));
 		c->recv_cancelled = true;
 	}
-	/* Hard: wakes a pending recv (EOF) and fails a pending send
-	 * (EPIPE).  Graceful: nothing is pending but a cancelled recv; just
-	 * the FIN after the last reply. */
-	shutdown(c->fd, c->graceful ? SHUT_WR : SHUT_RDWR);
+	if (c->abort) {
+		struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+		/* The reset now, with no FIN before it: connect(AF_UNSPEC)
+		 * is tcp_disconnect(), which sends it, drops both queues and
+		 * wakes every operation out on the socket with an error.
+		 * The kernel refuses it while a thread sleeps in the socket
+		 * (a send io_uring handed to an io-wq worker, waiting for
+		 * room: a cancel does not reliably end it): then SHUT_RDWR
+		 * fails that send, its FIN queues behind the unsent bytes it
+		 * waits on, and the reset at close() drops both. */
+		if (connect(c->fd, &sa, sizeof(sa)) < 0)
+			shutdown(c->fd, SHUT_RDWR);
+	} else {
+		/* Hard: wakes a pending recv (EOF) and fails a pending send
+		 * (EPIPE).  Graceful: nothing is pending but a cancelled
+		 * recv; just the FIN after the last reply. */
+		shutdown(c->fd, c->graceful ? SHUT_WR : SHUT_RDWR);
+	}
 	if (c->ops == 0)
 		io_conn_finish(c);
 }

@@ -792,6 +792,293 @@ static void test_idle_timeout_test_clock(void **state)
 	t_watchdog_disarm();
 }
 
+/* ---- closing: what was sent before a close arrives first ---- */
+
+/* A mode: the backend (first: see backend_of()) and the server's flags. */
+struct mode {
+	enum ao_io_backend be;
+	unsigned int flags;
+};
+
+static struct mode m_uring_worker = { AO_IO_URING, 0 };
+static struct mode m_uring_ring = { AO_IO_URING, AO_SERVER_RING_HANDLERS };
+static struct mode m_uring_assist = { AO_IO_URING, AO_SERVER_RING_ASSIST };
+static struct mode m_epoll_worker = { AO_IO_EPOLL, 0 };
+static struct mode m_epoll_ring = { AO_IO_EPOLL, AO_SERVER_RING_HANDLERS };
+static struct mode m_epoll_assist = { AO_IO_EPOLL, AO_SERVER_RING_ASSIST };
+
+#define ALL_MODES(fn)                                           \
+	cmocka_unit_test_prestate(fn, &m_uring_worker),         \
+		cmocka_unit_test_prestate(fn, &m_uring_ring),   \
+		cmocka_unit_test_prestate(fn, &m_uring_assist), \
+		cmocka_unit_test_prestate(fn, &m_epoll_worker), \
+		cmocka_unit_test_prestate(fn, &m_epoll_ring),   \
+		cmocka_unit_test_prestate(fn, &m_epoll_assist)
+
+static void mode_config(void **state, struct ao_server_config *cfg)
+{
+	base_config(cfg, BACKEND_OR_SKIP(state));
+	cfg->flags |= ((struct mode *)*state)->flags;
+}
+
+/* Packets "go" answers with: several sizes, a socket buffer's worth many
+ * times over.  Payload: the packet's number, then bytes made from it. */
+#define BURST_PKTS 400u
+static const uint16_t burst_sizes[] = { 4, 37, 600, 4000, 2048, 4096, 5 };
+
+static uint16_t burst_len(uint32_t i)
+{
+	return burst_sizes[i % ARRAY_SIZE(burst_sizes)];
+}
+
+static uint8_t burst_byte(uint32_t i, uint32_t k)
+{
+	return (uint8_t)(i * 31u + k * 7u);
+}
+
+/* How the burst handler ends: 0 ao_conn_close(), 1 a failed on_packet,
+ * 2 ao_conn_close_slow() (with no burst), 3 sends until one is refused
+ * (sendq_max: closed as a slow consumer). */
+static uint32_t t_burst_end;
+
+/* "go": the burst, then the close; anything else is ignored. */
+static int h_burst(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	struct ao_bufpool *pool = ao_server_pool(ao_conn_server(c));
+	uint32_t end = __atomic_load_n(&t_burst_end, __ATOMIC_RELAXED);
+
+	(void)arg;
+	if (pkt->len != 2 || memcmp(pkt->data, "go", 2))
+		return 0;
+	for (uint32_t i = 0; end != 2 && i < 8 * BURST_PKTS; i++) {
+		struct ao_buf *b = ao_buf_get(pool);
+		uint16_t n = burst_len(i);
+		int err;
+
+		assert_non_null(b);
+		memcpy(b->data, &i, 4);
+		for (uint32_t k = 4; k < n; k++)
+			((uint8_t *)b->data)[k] = burst_byte(i, k);
+		b->len = n;
+		err = ao_conn_send_packet(c, b);
+		ao_buf_put(b);
+		if (end == 3 && err == -ENOBUFS)
+			return 0;
+		assert_int_equal(err, 0);
+		if (end != 3 && i + 1 == BURST_PKTS)
+			break;
+	}
+	assert_int_not_equal(end, 3); /* the bound was never reached */
+	if (end == 1)
+		return -EPROTO;
+	if (end == 2)
+		assert_int_equal(ao_conn_close_slow(c), 0);
+	else
+		assert_int_equal(ao_conn_close(c), 0);
+	return 0;
+}
+
+/* A client socket with a small receive buffer (the burst is many times
+ * its size), connected to port. */
+static int small_client(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 16384;
+
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/*
+ * The handler sends the burst then closes (ao_conn_close(), or a failed
+ * on_packet); the client, which keeps sending while it reads (as a game
+ * client's inputs do, arriving after the close), reads every packet,
+ * whole and in order, then EOF: not a reset, not an early end.
+ */
+static void close_flush(void **state, uint32_t end, enum ao_close_reason why)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	static uint8_t p[4096];
+	int fd;
+
+	mode_config(state, &cfg);
+	cfg.handlers.on_packet = h_burst;
+	/* Big enough that much of the burst is still in the kernel when
+	 * the close comes, small enough that the burst is thrice it. */
+	cfg.sock_sndbuf = 131072;
+	cfg.linger_ms = 20000; /* a bound only: the client reads */
+	__atomic_store_n(&t_burst_end, end, __ATOMIC_RELAXED);
+	t_watchdog_arm(60, "close flushes");
+	srv = start(&cfg);
+	fd = small_client(ao_server_port(srv));
+	cl_send_pkt(fd, "go", 2);
+	/* Reading late, the socket buffers are full when the close comes,
+	 * and stay so while the last of the burst goes out. */
+	t_sleep_ns(100000000);
+	for (uint32_t i = 0; i < BURST_PKTS; i++) {
+		uint32_t seq;
+		int n = cl_recv_pkt(fd, p, sizeof(p));
+
+		if (n != burst_len(i))
+			fail_msg("packet %u of %u: got %d bytes (%s)", i,
+				 BURST_PKTS, n, strerror(errno));
+		memcpy(&seq, p, 4);
+		assert_int_equal(seq, i);
+		for (uint32_t k = 4; k < (uint32_t)n; k++)
+			assert_int_equal(p[k], burst_byte(i, k));
+		{
+			uint8_t b[8];
+
+			/* Input after the close: dropped, and no reset. */
+			send(fd, b, pkt_encode(b, "in", 2),
+			     MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
+		/* A slow reader: the server's socket buffer stays full. */
+		if (i % 8 == 7)
+			t_sleep_ns(1000000);
+	}
+	assert_int_equal(recv(fd, p, 1, 0), 0); /* EOF */
+	WAIT_UNTIL(closes(why) == 1, 5000);
+	close(fd);
+	finish(srv);
+	__atomic_store_n(&t_burst_end, 0, __ATOMIC_RELAXED);
+	t_watchdog_disarm();
+}
+
+static void test_close_flushes(void **state)
+{
+	close_flush(state, 0, AO_CLOSE_LOCAL);
+}
+
+static void test_protocol_close_flushes(void **state)
+{
+	close_flush(state, 1, AO_CLOSE_PROTOCOL);
+}
+
+/* Read until the end; the error it ends with (0: EOF).  Data first. */
+static int read_to_end(int fd)
+{
+	static uint8_t b[65536];
+
+	for (;;) {
+		ssize_t n = recv(fd, b, sizeof(b), 0);
+
+		if (n > 0)
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n == 0 ? 0 : errno;
+	}
+}
+
+/* A peer that never reads: the close waits linger_ms for the burst to
+ * go, then resets the connection (nothing is left queued in the kernel
+ * for it, and it learns at once). */
+static void test_close_linger_abort(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	uint64_t t0;
+	int fd;
+
+	mode_config(state, &cfg);
+	cfg.handlers.on_packet = h_burst;
+	cfg.sock_sndbuf = 16384;
+	cfg.linger_ms = 100;
+	t_watchdog_arm(60, "linger runs out");
+	srv = start(&cfg);
+	fd = small_client(ao_server_port(srv));
+	t0 = t_now_ns();
+	cl_send_pkt(fd, "go", 2);
+	WAIT_UNTIL(closes(AO_CLOSE_LOCAL) == 1, 20000);
+	/* Not a timed assertion: a bound that only a hang passes. */
+	assert_true(t_now_ns() - t0 < 20000000000ull);
+	{
+		int e = read_to_end(fd);
+		if (e != ECONNRESET) {
+			struct ao_io_stats x;
+			get_stats(srv, &x);
+			fail_msg("end %d aborted %lu slow %lu", e,
+				 (unsigned long)x.aborted,
+				 (unsigned long)x.closes[AO_CLOSE_SLOW]);
+		}
+	}
+	get_stats(srv, &st);
+	assert_int_equal(st.aborted, 1);
+	close(fd);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
+/* ao_conn_close_slow(): a reset at once, whatever was queued. */
+static void test_close_slow_resets(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fd;
+
+	mode_config(state, &cfg);
+	cfg.handlers.on_packet = h_burst;
+	__atomic_store_n(&t_burst_end, 2, __ATOMIC_RELAXED);
+	t_watchdog_arm(60, "close slow resets");
+	srv = start(&cfg);
+	fd = small_client(ao_server_port(srv));
+	cl_send_pkt(fd, "go", 2);
+	WAIT_UNTIL(closes(AO_CLOSE_SLOW) == 1, 5000);
+	{
+		int e = read_to_end(fd);
+		if (e != ECONNRESET) {
+			struct ao_io_stats x;
+			get_stats(srv, &x);
+			fail_msg("end %d aborted %lu slow %lu", e,
+				 (unsigned long)x.aborted,
+				 (unsigned long)x.closes[AO_CLOSE_SLOW]);
+		}
+	}
+	get_stats(srv, &st);
+	assert_int_equal(st.aborted, 1);
+	close(fd);
+	finish(srv);
+	__atomic_store_n(&t_burst_end, 0, __ATOMIC_RELAXED);
+	t_watchdog_disarm();
+}
+
+/* A reader that stalls past sendq_max: closed as a slow consumer with a
+ * reset, which it sees once it reads again, after what had arrived; not
+ * an EOF behind the bytes still queued. */
+static void test_slow_reader_resets(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_io_stats st;
+	int fd;
+
+	mode_config(state, &cfg);
+	cfg.handlers.on_packet = h_burst;
+	cfg.sendq_max = 64 * 1024;
+	cfg.sock_sndbuf = 4096;
+	__atomic_store_n(&t_burst_end, 3, __ATOMIC_RELAXED);
+	t_watchdog_arm(60, "slow reader resets");
+	srv = start(&cfg);
+	fd = small_client(ao_server_port(srv));
+	cl_send_pkt(fd, "go", 2);
+	WAIT_UNTIL(closes(AO_CLOSE_SLOW) == 1, 5000);
+	assert_int_equal(read_to_end(fd), ECONNRESET);
+	get_stats(srv, &st);
+	assert_int_equal(st.aborted, 1);
+	close(fd);
+	finish(srv);
+	__atomic_store_n(&t_burst_end, 0, __ATOMIC_RELAXED);
+	t_watchdog_disarm();
+}
+
 /* ---- stop, handles, rings ---- */
 
 /* Write w->p a packet (10 bytes) at a time, 1 ms apart, until the
@@ -1695,6 +1982,11 @@ int main(void)
 		BOTH(test_ring_bigger_than_pool),
 		BOTH(test_emfile),
 		BOTH(test_order),
+		ALL_MODES(test_close_flushes),
+		ALL_MODES(test_protocol_close_flushes),
+		ALL_MODES(test_close_linger_abort),
+		ALL_MODES(test_close_slow_resets),
+		ALL_MODES(test_slow_reader_resets),
 	};
 	struct ao_server_config cfg;
 	struct ao_server *srv;

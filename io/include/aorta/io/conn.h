@@ -34,7 +34,7 @@ enum ao_close_reason {
 	AO_CLOSE_TOO_LONG, /* a length prefix over max_packet */
 	AO_CLOSE_EMPTY, /* a zero length prefix (not allowed) */
 	AO_CLOSE_PROTOCOL, /* on_packet returned an error */
-	AO_CLOSE_SLOW, /* the send queue passed its bound (slow consumer) */
+	AO_CLOSE_SLOW, /* slow consumer: sendq_max, ao_conn_close_slow() */
 	AO_CLOSE_IDLE, /* nothing received for idle_timeout_ms */
 	AO_CLOSE_LOCAL, /* ao_conn_close() */
 	AO_CLOSE_SHUTDOWN, /* ao_server_stop() */
@@ -63,14 +63,22 @@ AO_API void ao_conn_put(struct ao_conn *c);
 AO_API int ao_conn_send(struct ao_conn *c, struct ao_buf *buf);
 /* Same, as one packet: the server's length prefix goes first. */
 AO_API int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf);
-/* Close after queued sends are flushed (reason AO_CLOSE_LOCAL); from any
- * thread.  0, or -ENOTCONN if it is already closing. */
+/*
+ * Close gracefully (reason AO_CLOSE_LOCAL), from any thread: nothing more
+ * is read, packets already received still run, and every byte sent before
+ * the close (and by those packets) reaches the peer before the FIN.  Sends
+ * fail with -ENOTCONN once the queue is empty.  Bounded by the server's
+ * linger_ms: a peer that does not read by then gets a reset (SO_LINGER 0)
+ * instead, and the rest is dropped.  0, or -ENOTCONN if already closing.
+ */
 AO_API int ao_conn_close(struct ao_conn *c);
-/* Close at once as a slow consumer (reason AO_CLOSE_SLOW), dropping what
- * is queued: for a server that bounds a reader's lag itself, as one that
- * skips updates for a client still busy with the previous one must, its
- * send queue then never reaching sendq_max.  From any thread.  0, or
- * -ENOTCONN if it is already closing. */
+/* Close at once as a slow consumer (reason AO_CLOSE_SLOW), with a reset
+ * (SO_LINGER 0), dropping what is queued, the kernel's socket buffer
+ * included: the peer learns at once, and a stalled one holds nothing
+ * behind a zero window.  For a server that bounds a reader's lag itself,
+ * as one that skips updates for a client still busy with the previous one
+ * must, its send queue then never reaching sendq_max (which closes the
+ * same way).  From any thread.  0, or -ENOTCONN if already closing. */
 AO_API int ao_conn_close_slow(struct ao_conn *c);
 /* True until the connection starts closing (a snapshot). */
 AO_API bool ao_conn_is_open(const struct ao_conn *c);

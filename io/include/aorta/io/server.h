@@ -47,7 +47,9 @@ struct ao_server_handlers {
 	/* One packet, payload only (pkt->data, pkt->len).  pkt is lent for
 	 * the call: ao_buf_ref() it to keep it, or send it (a send takes its
 	 * own reference).  A negative return closes the connection with
-	 * AO_CLOSE_PROTOCOL (after the packets already queued). */
+	 * AO_CLOSE_PROTOCOL: nothing more is read, the packets already
+	 * queued still run, and what was sent goes out before the FIN, as
+	 * for ao_conn_close(). */
 	int (*on_packet)(struct ao_conn *c, struct ao_buf *pkt, void *arg);
 	/* The connection closed; the last handler it gets. */
 	void (*on_close)(struct ao_conn *c, enum ao_close_reason why,
@@ -77,8 +79,9 @@ struct ao_server_handlers {
  *  - there is no backlog between the ring and the handler, so
  *    session_backlog does not apply; a peer that sends without reading is
  *    bounded by sendq_max (closed as a slow consumer);
- *  - a negative return from on_packet closes the connection at once
- *    (AO_CLOSE_PROTOCOL): the rest of that receive is dropped.
+ *  - a negative return from on_packet closes the connection
+ *    (AO_CLOSE_PROTOCOL): the rest of that receive is dropped, what the
+ *    handlers sent goes out before the FIN (see ao_conn_close()).
  *
  * AO_SERVER_RING_ASSIST: handlers keep their strands (order, one at a
  * time, on_open first and on_close last, session_backlog), but when a
@@ -122,7 +125,12 @@ struct ao_server_config {
 				   * before its recv pauses; 0: 256 */
 	size_t sendq_max; /* queued per connection, each packet counted
 			   * at least its buffer's capacity; 0: 4 MiB */
-	uint32_t drain_timeout_ms; /* ao_server_stop()'s bound; 0: 5000 */
+	uint32_t drain_timeout_ms; /* ao_server_stop()'s bound (then a
+				    * reset, as for linger_ms); 0: 5000 */
+	uint32_t linger_ms; /* bound on a graceful close (ao_conn_close(),
+			     * a failed on_packet, bad framing, the peer's
+			     * EOF): what was sent before it goes out, then
+			     * a FIN; past this long, a reset; 0: 2000 */
 	uint32_t ring_entries; /* submission queue size; 0: 512 */
 	uint32_t ring_buffers; /* provided buffers per ring (power of two
 				* <= 32768); 0: 256 */
@@ -153,6 +161,8 @@ struct ao_io_stats {
 	uint64_t accept_errors; /* accept failures (EMFILE, ...) */
 	uint64_t assisted; /* strand items the ring ran itself
 			    * (AO_SERVER_RING_ASSIST), not the workers */
+	uint64_t aborted; /* closes that ended with a reset: slow
+			   * consumers, a drain or linger out of time */
 };
 
 /* Create a server (not started); 0, -EINVAL for a bad config (an address

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to io/: a connection's send queue (io/sendq.c), which the
+ * backends gather their sends from.  The queue lives in struct ao_conn
+ * (io_priv.h), under its sq_lock.
+ */
+#ifndef AORTA_IO_SENDQ_H
+#define AORTA_IO_SENDQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ao_buf;
+struct ao_conn;
+
+struct sendq_node {
+	struct sendq_node *next;
+	struct ao_buf *buf; /* one reference, dropped when sent */
+	uint32_t len; /* payload bytes (buf->len when queued) */
+	uint32_t charge; /* against sendq_max: see conn_send() */
+	uint8_t hdr_len; /* prefix bytes before the payload */
+	uint8_t hdr[4];
+};
+
+/* Fill c->iov from the send queue; returns the number of entries. */
+uint32_t io_conn_fill_iov(struct ao_conn *c);
+/* n bytes of the send queue went out: drop what is done, then fill c->iov
+ * with what is left (one lock hold for both); returns the entries. */
+uint32_t io_conn_sent(struct ao_conn *c, size_t n);
+/* Is anything queued for sending? */
+bool io_conn_send_pending(struct ao_conn *c);
+/* Drop everything queued (the connection is closed). */
+void io_sendq_flush(struct ao_conn *c);
+
+#endif /* AORTA_IO_SENDQ_H */
