@@ -13,7 +13,7 @@ a client in Python's standard library plays against the program on
   pipelined rejoins (leave, join, input, chat, leave, join, input in one
     write, and a byte at a time) and refused joins followed by inputs;
   a slow reader closed within the page's bound, learning of it at once
-    (reset or end of stream, no seconds of silence);
+    (a reset, no seconds of silence);
   the hello and idle deadlines.
 
 Usage: arena_conformance.py PATH_TO_AO_ARENA.  Exit status 0 when every
@@ -634,6 +634,7 @@ def slow_reader(want_rcvbuf):
             check(time.monotonic() - t0 < SLACK,
                   "the slow reader did not learn of its close")
             slow.fill(0.2)
+        check(slow.reset, "closed with a FIN, not a reset")
         slow.close()
         good.close()
     finally:
