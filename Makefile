@@ -458,7 +458,7 @@ verify:
 # ---------------------------------------------------------------------------
 # Dependencies: install the Debian packages that are missing, and only those.
 
-DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc
+DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3
 ifneq ($(filter 1 2,$(C)),)
 DEPS_PKGS += sparse
 endif

@@ -37,15 +37,19 @@
 static struct arena *arena;
 static uint16_t port;
 static bool worker_mode; /* handlers on the strands, not the ring */
+static uint64_t hello_ns = ARENA_NEVER, idle_ns = ARENA_NEVER;
+static uint32_t max_players = 100;
 
 static void start(uint32_t room_size, bool copy, uint64_t stall_ns, int sndbuf)
 {
 	struct arena_opts o = { 0 };
 
 	o.room_size = room_size;
-	o.max_players = 100;
+	o.max_players = max_players;
 	o.buffers = 512;
 	o.stall_ns = stall_ns;
+	o.hello_ns = hello_ns;
+	o.idle_ns = idle_ns;
 	o.drain_ns = 2000000000ull;
 	o.sndbuf = sndbuf;
 	o.copy_broadcast = copy;
@@ -248,14 +252,17 @@ static struct ap_msg tick_until_count(int fd, unsigned int n, uint32_t *t)
 	return s;
 }
 
-/* The EOF, maybe after an error message with this code. */
+/* The error message with this code (0: none), then the EOF. */
 static void expect_closed(int fd, int code)
 {
 	int n = cl_recv(fd, rbuf, sizeof(rbuf), 5000);
 
-	if (n > 0) {
+	if (code) {
 		struct ap_msg m;
 
+		if (n <= 0)
+			fail_msg("no error %d (%s) before the close", code,
+				 ap_err_name((unsigned int)code));
 		assert_int_equal(ap_decode(rbuf, (size_t)n, &m), 0);
 		assert_int_equal(m.type, AP_ERROR);
 		assert_int_equal(m.error.code, code);
@@ -277,7 +284,7 @@ static int find(const struct ap_msg *s, uint32_t id, struct ap_entry *e)
 
 /* ---- tests ---- */
 
-static void test_bad_clients(void **state)
+static void bad_clients(void)
 {
 	uint8_t p[300];
 	struct ap_msg s;
@@ -286,8 +293,6 @@ static void test_bad_clients(void **state)
 	uint32_t good_id, id;
 	int good, fd, tick_no;
 
-	(void)state;
-	t_watchdog_arm(60, "arena bad clients");
 	start(50, false, 0, 0);
 	good = player(&good_id);
 	tick();
@@ -339,6 +344,20 @@ static void test_bad_clients(void **state)
 	for (uint32_t k = 1; k <= AP_PENDING_MAX + 1; k++)
 		cl_send(fd, p, ap_enc_input(p, k, 1));
 	expect_closed(fd, AP_ERR_FLOOD);
+	/* Hello of version 2, a name with a 0 byte; an input seq lower
+	 * than the last. */
+	fd = t_cl_connect(port);
+	ap_enc_hello(p, "v2", 2);
+	p[1] = 2;
+	cl_send(fd, p, 5);
+	expect_closed(fd, AP_ERR_MALFORMED);
+	fd = t_cl_connect(port);
+	cl_send(fd, p, ap_enc_hello(p, "a\0b", 3));
+	expect_closed(fd, AP_ERR_MALFORMED);
+	fd = player(&id);
+	cl_send(fd, p, ap_enc_input(p, 9, 1));
+	cl_send(fd, p, ap_enc_input(p, 8, 1));
+	expect_closed(fd, AP_ERR_MALFORMED);
 	/* A frame over 256 bytes: the server's framer closes it. */
 	fd = t_cl_connect(port);
 	hello(fd);
@@ -350,11 +369,11 @@ static void test_bad_clients(void **state)
 	st = stats();
 	assert_int_equal(st.closes[AC_ORDER], 3);
 	assert_int_equal(st.closes[AC_BAD_TYPE], 2);
-	assert_int_equal(st.closes[AC_MALFORMED], 2);
+	assert_int_equal(st.closes[AC_MALFORMED], 5);
 	assert_int_equal(st.closes[AC_CHAT_LONG], 1);
 	assert_int_equal(st.closes[AC_FLOOD], 1);
 	WAIT_UNTIL(ao_server_stats(arena_server(arena), -1, &io) == 0 &&
-			   io.closes[AO_CLOSE_PROTOCOL] == 9 &&
+			   io.closes[AO_CLOSE_LOCAL] == 12 &&
 			   io.closes[AO_CLOSE_TOO_LONG] == 1,
 		   5000);
 
@@ -372,6 +391,40 @@ static void test_bad_clients(void **state)
 	assert_true(st.consistent);
 	close(good);
 	stop();
+}
+
+/* The same with the handlers on the connections' strands. */
+static void test_bad_clients(void **state)
+{
+	(void)state;
+	t_watchdog_arm(120, "arena bad clients");
+	bad_clients();
+	worker_mode = true;
+	bad_clients();
+	worker_mode = false;
+	t_watchdog_disarm();
+}
+
+/* A hello past --max-players: server_full, then the close. */
+static void test_server_full(void **state)
+{
+	uint8_t p[64];
+	uint32_t id;
+	int a, b;
+
+	(void)state;
+	t_watchdog_arm(60, "arena server full");
+	max_players = 1;
+	start(50, false, 0, 0);
+	a = player(&id);
+	b = t_cl_connect(port);
+	cl_send(b, p, ap_enc_hello(p, "two", 3));
+	expect_closed(b, AP_ERR_SERVER_FULL);
+	assert_int_equal(stats().closes[AC_SERVER_FULL], 1);
+	sync_with(a);
+	close(a);
+	stop();
+	max_players = 100;
 	t_watchdog_disarm();
 }
 
@@ -538,11 +591,11 @@ static void test_slow_member(void **state)
 		st = stats();
 		if (st.snaps_skipped)
 			skipped = true;
-		if (st.closes[AC_STALLED])
+		if (st.closes[AC_SLOW])
 			break;
 	}
 	assert_true(skipped);
-	assert_int_equal(st.closes[AC_STALLED], 1);
+	assert_int_equal(st.closes[AC_SLOW], 1);
 	/* Skipped for the 5 ticks of its bound and the first, at least
 	 * (its kernel may make room once or twice, by collapsing its
 	 * receive queue, and the count starts again). */
@@ -550,6 +603,20 @@ static void test_slow_member(void **state)
 	WAIT_UNTIL(ao_server_stats(arena_server(arena), -1, &io) == 0 &&
 			   io.closes[AO_CLOSE_SLOW] == 1,
 		   5000);
+	/* The stalled one learns at once: a reset, not a FIN behind its
+	 * backlog. */
+	for (;;) {
+		struct pollfd pfd = { .fd = stalled, .events = POLLIN };
+		ssize_t n;
+
+		assert_int_equal(poll(&pfd, 1, 5000), 1);
+		n = read(stalled, rbuf, sizeof(rbuf));
+		if (n > 0)
+			continue;
+		assert_int_equal(n, -1);
+		assert_int_equal(errno, ECONNRESET);
+		break;
+	}
 	/* The reader is soon alone, and still gets every tick. */
 	t0 += k;
 	tick_until_count(reader, 1, &t0);
@@ -847,10 +914,357 @@ static void test_rooms_fill(void **state)
 	t_watchdog_disarm();
 }
 
+/* ---- what a pipelining client sends ---- */
+
+/* What a connection got, message by message. */
+struct seen {
+	struct ap_msg joined; /* the last one */
+	int njoined, nchats, nerrors, last_error;
+	bool have_entry;
+	struct ap_entry entry; /* the player's, in the last snapshot */
+	uint32_t id;
+	bool eof;
+};
+
+static void seen_one(struct seen *v, const uint8_t *p, int n)
+{
+	struct ap_msg m;
+
+	assert_int_equal(ap_decode(p, (size_t)n, &m), 0);
+	switch (m.type) {
+	case AP_JOINED:
+		v->joined = m;
+		v->njoined++;
+		break;
+	case AP_CHAT_LINE:
+		v->nchats++;
+		break;
+	case AP_ERROR:
+		v->nerrors++;
+		v->last_error = m.error.code;
+		break;
+	case AP_SNAPSHOT:
+		v->have_entry = find(&m, v->id, &v->entry) >= 0;
+		break;
+	}
+}
+
+/* Everything that came (the server's queues are empty after a tick). */
+static void seen_drain(int fd, struct seen *v)
+{
+	int n;
+
+	while ((n = cl_recv(fd, rbuf, sizeof(rbuf), 20)) > 0)
+		seen_one(v, rbuf, n);
+}
+
+/* A ping; what comes before its pong is recorded. */
+static void seen_sync(int fd, struct seen *v)
+{
+	uint8_t p[AP_LEN_PING];
+	int n;
+
+	cl_send(fd, p, ap_enc_ping(p, 77));
+	for (;;) {
+		n = cl_recv(fd, rbuf, sizeof(rbuf), 5000);
+		assert_true(n > 0);
+		if (rbuf[0] == AP_PONG)
+			return;
+		seen_one(v, rbuf, n);
+	}
+}
+
+/* Frames of messages, one after the other in buf; the new length. */
+static size_t put(uint8_t *buf, size_t at, const uint8_t *p, size_t n)
+{
+	ap_frame_hdr(buf + at, n);
+	memcpy(buf + at + AP_HDR, p, n);
+	return at + AP_HDR + n;
+}
+
+/*
+ * A player in room 1 sends, in one stream: leave, join, input 1, chat,
+ * leave, join, input 2.  Whatever the segmentation (all in one write, or
+ * cut at any byte with a tick in between), the state follows the order:
+ * no error, the chat line comes back once, and the player ends at its
+ * last spawn point moved by input 2.
+ */
+static void rejoin_split(void)
+{
+	struct ap_world w = AP_WORLD_DEFAULT;
+	uint8_t seq[128], p[16];
+	size_t len = 0, k;
+	struct seen v;
+	uint32_t id;
+	uint16_t x, y;
+	int fd, t;
+
+	len = put(seq, len, p, ap_enc_leave(p));
+	len = put(seq, len, p, ap_enc_join(p, AP_ROOM_ANY));
+	len = put(seq, len, p, ap_enc_input(p, 1, 3));
+	len = put(seq, len, p, ap_enc_chat(p, "hi", 2));
+	len = put(seq, len, p, ap_enc_leave(p));
+	len = put(seq, len, p, ap_enc_join(p, AP_ROOM_ANY));
+	len = put(seq, len, p, ap_enc_input(p, 2, 5));
+	start(50, false, 0, 0);
+	for (k = 0; k < len; k++) {
+		fd = player(&id);
+		tick();
+		expect(fd, AP_JOINED);
+		expect(fd, AP_SNAPSHOT);
+		memset(&v, 0, sizeof(v));
+		v.id = id;
+		if (k) {
+			t_cl_write(fd, seq, k);
+			tick();
+		}
+		t_cl_write(fd, seq + k, len - k);
+		seen_sync(fd, &v);
+		for (t = 0; t < 4; t++) {
+			tick();
+			seen_drain(fd, &v);
+		}
+		if (v.nerrors)
+			fail_msg("cut at %zu: error %s", k,
+				 ap_err_name((unsigned int)v.last_error));
+		assert_int_equal(v.nchats, 1);
+		assert_true(v.njoined >= 1);
+		assert_true(v.have_entry);
+		x = v.joined.joined.x;
+		y = v.joined.joined.y;
+		ap_move(&w, &x, &y, 5);
+		assert_int_equal(v.entry.seq, 2);
+		assert_int_equal(v.entry.x, x);
+		assert_int_equal(v.entry.y, y);
+		close(fd);
+	}
+	assert_int_equal(stats().closes[AC_ORDER], 0);
+	stop();
+}
+
+static void test_rejoin_pipelined(void **state)
+{
+	(void)state;
+	t_watchdog_arm(120, "arena pipelined rejoin");
+	rejoin_split();
+	worker_mode = true;
+	rejoin_split();
+	worker_mode = false;
+	t_watchdog_disarm();
+}
+
+/*
+ * A refused numbered join followed, in the same write, by what a client
+ * sends once in a room: the refusal comes, those are dropped and
+ * counted, the connection stays, and its next join works.  The same for
+ * a join refused after a leave the server had not applied yet.
+ */
+static void test_refused_pipelined(void **state)
+{
+	struct ap_world w = AP_WORLD_DEFAULT;
+	uint8_t seq[128], p[16];
+	struct seen v = { 0 };
+	uint16_t x, y;
+	size_t len = 0;
+	uint32_t id;
+	int fd, t;
+
+	(void)state;
+	t_watchdog_arm(60, "arena refused pipelined");
+	start(50, false, 0, 0);
+	fd = t_cl_connect(port);
+	id = hello(fd);
+	v.id = id;
+	len = put(seq, len, p, ap_enc_join(p, 9));
+	len = put(seq, len, p, ap_enc_input(p, 1, 3));
+	len = put(seq, len, p, ap_enc_chat(p, "lost", 4));
+	len = put(seq, len, p, ap_enc_leave(p));
+	len = put(seq, len, p, ap_enc_join(p, AP_ROOM_ANY));
+	len = put(seq, len, p, ap_enc_input(p, 2, 3));
+	t_cl_write(fd, seq, len);
+	seen_sync(fd, &v);
+	assert_int_equal(v.nerrors, 1);
+	assert_int_equal(v.last_error, AP_ERR_NO_ROOM);
+	tick();
+	seen_drain(fd, &v);
+	assert_int_equal(v.njoined, 1);
+	assert_int_equal(v.nchats, 0);
+	x = v.joined.joined.x;
+	y = v.joined.joined.y;
+	ap_move(&w, &x, &y, 3);
+	assert_true(v.have_entry);
+	assert_int_equal(v.entry.seq, 2);
+	assert_int_equal(v.entry.x, x);
+	assert_int_equal(v.entry.y, y);
+	assert_int_equal(stats().refused_drops, 3);
+
+	/* In room 1: leave, join room 7 (refused once the leave is
+	 * applied), an input and a leave (dropped), join any (room 1
+	 * again). */
+	len = 0;
+	len = put(seq, len, p, ap_enc_leave(p));
+	len = put(seq, len, p, ap_enc_join(p, 7));
+	len = put(seq, len, p, ap_enc_input(p, 3, 1));
+	len = put(seq, len, p, ap_enc_leave(p));
+	len = put(seq, len, p, ap_enc_join(p, AP_ROOM_ANY));
+	len = put(seq, len, p, ap_enc_input(p, 4, 7));
+	t_cl_write(fd, seq, len);
+	memset(&v, 0, sizeof(v));
+	v.id = id;
+	seen_sync(fd, &v);
+	for (t = 0; t < 3; t++) {
+		tick();
+		seen_drain(fd, &v);
+	}
+	assert_int_equal(v.nerrors, 1);
+	assert_int_equal(v.last_error, AP_ERR_NO_ROOM);
+	assert_int_equal(v.njoined, 1);
+	x = v.joined.joined.x;
+	y = v.joined.joined.y;
+	ap_move(&w, &x, &y, 7);
+	assert_true(v.have_entry);
+	assert_int_equal(v.entry.seq, 4);
+	assert_int_equal(v.entry.x, x);
+	assert_int_equal(v.entry.y, y);
+	assert_int_equal(stats().refused_drops, 5);
+	assert_int_equal(stats().closes[AC_ORDER], 0);
+	close(fd);
+	stop();
+	t_watchdog_disarm();
+}
+
+/*
+ * Inputs that reach the server in the tick of the join: joined still
+ * says the spawn point (ap_spawn()), the snapshot the moved position.
+ * After a leave and a join with no input since, the seq is 0 again.
+ */
+static void test_joined_is_spawn(void **state)
+{
+	struct ap_world w = AP_WORLD_DEFAULT;
+	uint8_t seq[64], p[16];
+	struct ap_msg m, s;
+	struct ap_entry e;
+	uint16_t x, y;
+	size_t len = 0;
+	uint32_t id;
+	int fd;
+
+	(void)state;
+	t_watchdog_arm(60, "arena joined spawn");
+	start(50, false, 0, 0);
+	fd = t_cl_connect(port);
+	id = hello(fd);
+	len = put(seq, len, p, ap_enc_join(p, AP_ROOM_ANY));
+	len = put(seq, len, p, ap_enc_input(p, 1, 3));
+	len = put(seq, len, p, ap_enc_input(p, 2, 4));
+	t_cl_write(fd, seq, len);
+	sync_with(fd);
+	tick();
+	m = expect(fd, AP_JOINED);
+	ap_spawn(&w, id, m.joined.room, &x, &y);
+	assert_int_equal(m.joined.x, x);
+	assert_int_equal(m.joined.y, y);
+	ap_move(&w, &x, &y, 3);
+	ap_move(&w, &x, &y, 4);
+	s = expect(fd, AP_SNAPSHOT);
+	assert_true(find(&s, id, &e) >= 0);
+	assert_int_equal(e.x, x);
+	assert_int_equal(e.y, y);
+	assert_int_equal(e.seq, 2);
+	/* A new stay: seq 0 until its first input is applied. */
+	len = 0;
+	len = put(seq, len, p, ap_enc_leave(p));
+	len = put(seq, len, p, ap_enc_join(p, AP_ROOM_ANY));
+	t_cl_write(fd, seq, len);
+	sync_with(fd);
+	tick();
+	tick();
+	m = expect(fd, AP_JOINED);
+	s = expect(fd, AP_SNAPSHOT);
+	assert_true(find(&s, id, &e) >= 0);
+	assert_int_equal(e.seq, 0);
+	assert_int_equal(e.x, m.joined.x);
+	close(fd);
+	stop();
+	t_watchdog_disarm();
+}
+
+/* A burst of inputs past the bound: flood, counted once, in both modes
+ * (the handlers go on with the rest of the burst after the close). */
+static void flood_once(void)
+{
+	uint8_t seq[100 * (AP_HDR + AP_LEN_INPUT)], p[16];
+	size_t len = 0;
+	uint32_t id;
+	int fd;
+
+	start(50, false, 0, 0);
+	fd = player(&id);
+	for (uint32_t k = 1; k <= 100; k++)
+		len = put(seq, len, p, ap_enc_input(p, k, 1));
+	t_cl_write(fd, seq, len);
+	expect_closed(fd, AP_ERR_FLOOD);
+	tick();
+	tick();
+	assert_int_equal(stats().closes[AC_FLOOD], 1);
+	stop();
+}
+
+static void test_flood_counted_once(void **state)
+{
+	(void)state;
+	t_watchdog_arm(60, "arena flood once");
+	flood_once();
+	worker_mode = true;
+	flood_once();
+	worker_mode = false;
+	t_watchdog_disarm();
+}
+
+/* No hello within the hello deadline; no message for the idle one: each
+ * its error, then the close; a player that pings stays. */
+static void test_deadlines(void **state)
+{
+	uint8_t p[16];
+	uint32_t id;
+	int silent, idle, busy;
+
+	(void)state;
+	t_watchdog_arm(60, "arena deadlines");
+	hello_ns = 200000000ull; /* 4 ticks */
+	idle_ns = 500000000ull; /* 10 ticks */
+	start(50, false, 0, 0);
+	silent = t_cl_connect(port);
+	idle = t_cl_connect(port);
+	hello(idle);
+	busy = t_cl_connect(port);
+	hello(busy);
+	/* Half a hello: the deadline holds all the same. */
+	t_cl_write(silent, "\x05\x00\x01", 3);
+	WAIT_UNTIL(stats().players == 3, 5000);
+	for (int k = 0; k < 5; k++)
+		tick();
+	expect_closed(silent, AP_ERR_HELLO_TIMEOUT);
+	for (int k = 0; k < 8; k++) {
+		tick();
+		cl_send(busy, p, ap_enc_ping(p, 1));
+		expect(busy, AP_PONG);
+	}
+	expect_closed(idle, AP_ERR_IDLE);
+	assert_int_equal(stats().closes[AC_HELLO_TIMEOUT], 1);
+	assert_int_equal(stats().closes[AC_IDLE], 1);
+	(void)id;
+	close(busy);
+	stop();
+	hello_ns = idle_ns = ARENA_NEVER;
+	t_watchdog_disarm();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_clients),
+		cmocka_unit_test(test_server_full),
 		cmocka_unit_test(test_tick_boundaries),
 		cmocka_unit_test(test_tick_boundaries_worker),
 		cmocka_unit_test(test_slow_member),
@@ -858,6 +1272,11 @@ int main(void)
 		cmocka_unit_test(test_rooms_fill),
 		cmocka_unit_test(test_join_deferred),
 		cmocka_unit_test(test_pool_empty),
+		cmocka_unit_test(test_rejoin_pipelined),
+		cmocka_unit_test(test_refused_pipelined),
+		cmocka_unit_test(test_joined_is_spawn),
+		cmocka_unit_test(test_flood_counted_once),
+		cmocka_unit_test(test_deadlines),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

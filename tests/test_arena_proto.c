@@ -132,6 +132,9 @@ static void test_server_messages(void **state)
 	assert_int_equal(ap_decode(buf, n, &m), 0);
 	assert_int_equal(m.error.code, AP_ERR_FLOOD);
 	assert_string_equal(ap_err_name(AP_ERR_FLOOD), "flood");
+	assert_string_equal(ap_err_name(AP_ERR_HELLO_TIMEOUT), "hello_timeout");
+	assert_string_equal(ap_err_name(AP_ERR_IDLE), "idle");
+	assert_string_equal(ap_err_name(AP_ERR_NR), "?");
 	assert_string_equal(ap_err_name(200), "?");
 }
 

@@ -69,6 +69,10 @@ static void usage(FILE *f)
 		"      --room-size=N       players per room (default 50, at most %u)\n"
 		"      --max-players=N     players at once (default 10000)\n"
 		"      --stall-timeout=T   close a member skipped for T (default 2s)\n"
+		"      --hello-timeout=T   close a connection without hello after T\n"
+		"                          (default 5s; 0: never)\n"
+		"      --idle-timeout=T    close a player that sent no message for T\n"
+		"                          (default 30s; 0: never)\n"
 		"      --copy-broadcast    a copy of each snapshot and chat line per\n"
 		"                          member, instead of one shared buffer (for\n"
 		"                          comparison: what a server without\n"
@@ -77,9 +81,9 @@ static void usage(FILE *f)
 		"Limits:\n"
 		"      --buffers=N         buffers in the pool (default 4 per player\n"
 		"                          + 1024)\n"
-		"      --sndbuf=B          SO_SNDBUF of accepted sockets (default 32k,\n"
-		"                          a few seconds of a room's snapshots: a player\n"
-		"                          that stops reading is seen in seconds, not\n"
+		"      --sndbuf=B          SO_SNDBUF of accepted sockets (default 8k,\n"
+		"                          about a second of a room's snapshots: a\n"
+		"                          player that stops reading is seen soon, not\n"
 		"                          once megabytes of kernel buffer are full;\n"
 		"                          0: the system's, autotuned)\n"
 		"      --drain-timeout=T   bound of the graceful stop (default 5s)\n"
@@ -111,6 +115,8 @@ enum {
 	OPT_DRAIN,
 	OPT_SPIN,
 	OPT_JSON,
+	OPT_HELLO,
+	OPT_IDLE,
 };
 
 static const struct option long_opts[] = {
@@ -124,6 +130,8 @@ static const struct option long_opts[] = {
 	{ "room-size", required_argument, NULL, 's' },
 	{ "max-players", required_argument, NULL, 'n' },
 	{ "stall-timeout", required_argument, NULL, OPT_STALL },
+	{ "hello-timeout", required_argument, NULL, OPT_HELLO },
+	{ "idle-timeout", required_argument, NULL, OPT_IDLE },
 	{ "copy-broadcast", no_argument, NULL, OPT_COPY },
 	{ "precise", no_argument, NULL, OPT_PRECISE },
 	{ "buffers", required_argument, NULL, OPT_BUFFERS },
@@ -152,8 +160,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	a->room_size = 50;
 	a->max_players = 10000;
 	a->stall_ns = 2 * NS;
+	a->hello_ns = 5 * NS;
+	a->idle_ns = 30 * NS;
 	a->drain_ns = 5 * NS;
-	a->sndbuf = 32 * 1024;
+	a->sndbuf = 8 * 1024;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":a:p:w:r:b:m:S:qhV", long_opts,
@@ -201,6 +211,19 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_STALL:
 			a->stall_ns = need_duration_in("stall-timeout", optarg,
 						       MS, 3600 * NS);
+			break;
+		case OPT_HELLO:
+		case OPT_IDLE:
+			v = need_duration_in(c == OPT_HELLO ? "hello-timeout" :
+							      "idle-timeout",
+					     optarg, 0, 3600 * NS);
+			if (v && v < MS)
+				bad_usage("--%s: '%s' is below 1ms",
+					  c == OPT_HELLO ? "hello-timeout" :
+							   "idle-timeout",
+					  optarg);
+			*(c == OPT_HELLO ? &a->hello_ns : &a->idle_ns) =
+				v ? v : ARENA_NEVER;
 			break;
 		case OPT_COPY:
 			a->copy_broadcast = true;
@@ -378,6 +401,7 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       "\"snap_nobuf\":%llu,\"chat_lines\":%llu,"
 	       "\"chats_deferred\":%llu,\"inputs\":%llu,"
 	       "\"joins\":%llu,\"leaves\":%llu,\"joins_deferred\":%llu,"
+	       "\"refused_drops\":%llu,"
 	       "\"accepted\":%llu,\"rejected\":%llu,\"packets_in\":%llu,"
 	       "\"bytes_in\":%llu,\"packets_out\":%llu,\"bytes_out\":%llu,"
 	       "\"closes\":{",
@@ -390,6 +414,7 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       (unsigned long long)ar->inputs, (unsigned long long)ar->joins,
 	       (unsigned long long)ar->leaves,
 	       (unsigned long long)ar->joins_deferred,
+	       (unsigned long long)ar->refused_drops,
 	       (unsigned long long)io->accepted,
 	       (unsigned long long)io->rejected,
 	       (unsigned long long)io->packets_in,
@@ -465,10 +490,12 @@ static void print_final_text(struct state *s, const struct snap *sn,
 	       (unsigned long long)io->accepted,
 	       (unsigned long long)io->rejected);
 	printf("  rooms        %llu; %llu joins, %llu leaves, %llu joins "
-	       "deferred a tick; %s\n",
+	       "deferred a tick, %llu messages dropped after a refused "
+	       "join; %s\n",
 	       (unsigned long long)ar->rooms, (unsigned long long)ar->joins,
 	       (unsigned long long)ar->leaves,
 	       (unsigned long long)ar->joins_deferred,
+	       (unsigned long long)ar->refused_drops,
 	       ar->consistent ? "consistent" : "INCONSISTENT");
 	printf("  ticks        %llu run, %llu skipped; lateness p50 %.3f  p99 "
 	       "%.3f  max %.3f ms; work p99 %.3f ms\n",

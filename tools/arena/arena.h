@@ -31,6 +31,10 @@ struct arena_opts {
 	uint32_t max_players; /* 0: 10000 */
 	uint32_t buffers; /* 0: 4 per player + 1024 */
 	uint64_t stall_ns; /* a member skipped this long is closed; 0: 2 s */
+	uint64_t hello_ns; /* no hello this long after connect: closed;
+			    * 0: 5 s, ARENA_NEVER: never */
+	uint64_t idle_ns; /* no complete message this long after hello:
+			   * closed; 0: 30 s, ARENA_NEVER: never */
 	uint64_t drain_ns; /* ao_server_stop()'s bound; 0: 5 s */
 	int sndbuf; /* SO_SNDBUF of accepted sockets; 0: the system's */
 	bool copy_broadcast; /* a copy of each broadcast per member */
@@ -38,6 +42,8 @@ struct arena_opts {
 	bool test_clock; /* ticks only with arena_advance() (tests) */
 	bool quiet;
 };
+
+#define ARENA_NEVER UINT64_MAX
 
 /* Why the arena closed a connection (its own reasons, beyond the
  * server's): the protocol errors of PROTOCOL.md, and stalls. */
@@ -48,7 +54,10 @@ enum arena_close {
 	AC_CHAT_LONG,
 	AC_FLOOD,
 	AC_SERVER_FULL,
-	AC_STALLED, /* skipped for stall_ns: closed as a slow consumer */
+	AC_HELLO_TIMEOUT, /* no hello within hello_ns */
+	AC_IDLE, /* no complete message for idle_ns */
+	AC_SLOW, /* skipped for stall_ns, or its send queue over its
+		  * bound: closed abortively as a slow consumer */
 	AC_NOBUF, /* --copy-broadcast: no buffer for its copy of a chat
 		   * line (closed as a slow consumer rather than miss it) */
 	AC_NR
@@ -74,6 +83,8 @@ struct arena_stats {
 	uint64_t inputs; /* inputs applied */
 	uint64_t joins, leaves; /* applied */
 	uint64_t joins_deferred; /* to a later tick (tick order) */
+	uint64_t refused_drops; /* inputs, chats, leaves after a refused
+				 * join (sent before the refusal came) */
 	uint64_t closes[AC_NR];
 	bool consistent; /* members of rooms = players in a room */
 };

@@ -7,10 +7,16 @@
  * (len16, little-endian) and runs on_packet, on the ring thread
  * (AO_SERVER_RING_HANDLERS, the default) or on the connection's strand.
  * The handler decodes the message and checks it against the player's
- * state (PROTOCOL.md): hello and ping are answered at once; join picks a
- * room under the lobby lock; input, chat, leave and a disconnect become
- * events in the room's inbox (a vector under a spinlock).  Nothing else
- * of the room is touched there.
+ * state as the client sees it (struct player): hello and ping are
+ * answered at once; join picks a room under the lobby lock; input, chat,
+ * leave and a disconnect become events in the room's inbox (a vector
+ * under a spinlock), or wait on the player for its leave to be applied.
+ * Nothing else of the room is touched there.
+ *
+ * Closes.  A protocol error, or the hello or idle deadline (a timer per
+ * player on a worker), sends its error message and closes gracefully,
+ * so the message arrives before the FIN; a stalled member is closed
+ * abortively.  Whoever decides first closes, once (close_player()).
  *
  * Each room has one strand and one periodic timer on it, so everything
  * the room owns (its members, their positions, its chat numbers) is used
@@ -104,6 +110,24 @@ struct room {
 
 enum pstate { P_NEW, P_LOBBY, P_ROOM, P_LEAVING };
 
+/*
+ * A player's state is the server's view (state: where its room has got
+ * to) next to the client's (in: a join sent and no leave since, as the
+ * client sees it whatever the server has applied).  Messages are checked
+ * against the client's view, so that their order alone decides, not the
+ * TCP segmentation nor the ticks:
+ *
+ *   in   state      join       input, chat, leave
+ *   no   LOBBY      picked     order
+ *   no   LEAVING    deferred   order
+ *   yes  ROOM       order      to the room's inbox
+ *   yes  LEAVING    order      deferred (after a join deferred)
+ *   yes  LOBBY      picked     dropped (its join was refused)
+ *
+ * Deferred messages wait on the player until its leave is applied
+ * (hand_over()), then go to the next room in order, or are dropped if
+ * that join is refused.
+ */
 struct player {
 	struct arena *a;
 	struct ao_conn *conn; /* a reference, put when freed */
@@ -111,18 +135,25 @@ struct player {
 	/* Under lock. */
 	enum pstate state;
 	struct room *room; /* P_ROOM: joined or joining; P_LEAVING: left */
-	bool want_join; /* a join came while leaving */
-	uint32_t join_room;
+	bool in; /* the client's view: a join sent, no leave since */
 	bool closed;
+	struct inbox deferred; /* P_LEAVING: what comes after the leave */
 	/* The handler's. */
-	bool hello; /* hello taken */
+	bool hello; /* hello taken (atomic: the deadline timer reads it) */
 	uint32_t id;
 	uint32_t last_seq; /* the last input seq taken */
 	uint32_t pending; /* atomic: inputs and chats not applied yet */
+	int closing; /* atomic: the arena decided to close it (once) */
+	/* The hello and idle deadlines: a timer on a worker. */
+	struct ao_timer timer;
+	uint64_t opened_ns;
+	uint64_t last_msg_ns; /* atomic: the last complete message */
+	int timer_dead; /* atomic: being freed, do not re-arm */
 	/* The rooms' (one room's strand at a time). */
 	struct room *member_of;
 	uint32_t slot;
 	uint16_t x, y;
+	uint16_t spawn_x, spawn_y; /* where this stay started (joined) */
 	uint32_t applied_seq;
 	uint32_t last_tick;
 	bool has_tick;
@@ -153,10 +184,16 @@ struct arena {
 };
 
 static const char *const close_names[AC_NR] = {
-	[AC_BAD_TYPE] = "bad_type", [AC_MALFORMED] = "malformed",
-	[AC_ORDER] = "order",	    [AC_CHAT_LONG] = "chat_long",
-	[AC_FLOOD] = "flood",	    [AC_SERVER_FULL] = "server_full",
-	[AC_STALLED] = "stalled",   [AC_NOBUF] = "nobuf",
+	[AC_BAD_TYPE] = "bad_type",
+	[AC_MALFORMED] = "malformed",
+	[AC_ORDER] = "order",
+	[AC_CHAT_LONG] = "chat_long",
+	[AC_FLOOD] = "flood",
+	[AC_SERVER_FULL] = "server_full",
+	[AC_HELLO_TIMEOUT] = "hello_timeout",
+	[AC_IDLE] = "idle",
+	[AC_SLOW] = "slow",
+	[AC_NOBUF] = "nobuf",
 };
 
 const char *arena_close_name(enum arena_close why)
@@ -194,30 +231,59 @@ static int reply(struct arena *a, struct ao_conn *c, const uint8_t *p,
 }
 
 /*
+ * Close p's connection for the arena's reason why, once per connection
+ * (whoever decides first: a handler, a room, the deadline timer): the
+ * error frame of code first (0: none), then a graceful close, which
+ * delivers it before the FIN.  A slow consumer is closed abortively
+ * (RST): it is not reading, and must learn at once.  Counted under why
+ * when this call closed it.
+ */
+static void close_player(struct player *p, enum arena_close why, int code)
+{
+	struct arena *a = p->a;
+	uint8_t msg[AP_LEN_ERROR];
+	int err;
+
+	if (__atomic_exchange_n(&p->closing, 1, __ATOMIC_RELAXED))
+		return;
+	if (why == AC_SLOW || why == AC_NOBUF) {
+		err = ao_conn_close_slow(p->conn);
+	} else {
+		if (code) {
+			ap_enc_error(msg, (uint8_t)code);
+			reply(a, p->conn, msg, sizeof(msg));
+		}
+		err = ao_conn_close(p->conn);
+	}
+	if (!err)
+		ADD(a->st.closes[why], 1);
+}
+
+/*
  * Send buf to a member: the same buffer (a reference), or a copy with
  * --copy-broadcast (what a server without refcounted buffers does).  A
  * copy the pool cannot give: a snapshot is skipped for that member
  * (false), but a chat line must not be lost, so the member is closed as a
  * slow consumer (counted: nobuf) rather than miss it.
  */
-static bool send_shared(struct arena *a, struct ao_conn *c, struct ao_buf *buf,
+static bool send_shared(struct arena *a, struct player *m, struct ao_buf *buf,
 			bool reliable)
 {
 	struct ao_buf *copy;
 
 	if (!a->o.copy_broadcast) {
-		ao_conn_send_packet(c, buf);
+		ao_conn_send_packet(m->conn, buf);
 		return true;
 	}
 	copy = ao_buf_get(a->pool);
 	if (!copy) {
-		if (reliable && !ao_conn_close_slow(c))
-			ADD(a->st.closes[AC_NOBUF], 1);
+		if (reliable)
+			close_player(m, AC_NOBUF, 0);
 		return false;
 	}
 	memcpy(copy->data, buf->data, buf->len);
 	copy->len = buf->len;
-	ao_conn_send_packet(c, copy);
+	ao_conn_send_packet(m->conn, copy);
 	ao_buf_put(copy);
 	return true;
 }
@@ -229,6 +295,17 @@ static void player_free(struct player *p)
 {
 	struct arena *a = p->a;
 
+	/*
+	 * The deadline timer re-arms itself from its callback.  Release:
+	 * pairs with the acquire load in deadline_fn(); a run that started
+	 * before the store may still re-arm, and the first cancel waits for
+	 * it; the second cancels that arm (or waits for a run that saw the
+	 * store and does not re-arm).
+	 */
+	__atomic_store_n(&p->timer_dead, 1, __ATOMIC_RELEASE);
+	ao_timer_cancel_sync(&p->timer);
+	ao_timer_cancel_sync(&p->timer);
+	free(p->deferred.ev);
 	ao_conn_put(p->conn);
 	free(p);
 	SUB(a->st.players, 1);
@@ -375,6 +452,11 @@ static void member_add(struct room *r, struct player *p)
 	p->slot = r->nmembers;
 	r->members[r->nmembers++] = p;
 	ap_spawn(&a->world, p->id, r->id, &p->x, &p->y);
+	/* joined tells where the stay starts, whatever the inputs applied
+	 * in this tick after the join; the seq starts again at 0. */
+	p->spawn_x = p->x;
+	p->spawn_y = p->y;
+	p->applied_seq = 0;
 	p->stalled = false;
 	p->stall_since = 0;
 	r->joiners[r->njoiners++] = p;
@@ -514,9 +596,9 @@ static void send_chats(struct room *r, uint32_t tick)
 		}
 		r->chat_seq++;
 		for (k = 0; k < r->nmembers; k++)
-			send_shared(a, r->members[k]->conn, b, true);
+			send_shared(a, r->members[k], b, true);
 		for (k = 0; k < r->nleavers; k++)
-			send_shared(a, r->leavers[k]->conn, b, true);
+			send_shared(a, r->leavers[k], b, true);
 		ao_buf_put(b);
 		ao_buf_put(e->buf);
 		ADD(a->st.chat_lines, 1);
@@ -563,20 +645,17 @@ static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 		m->has_tick = true;
 		if (!m->stalled) {
 			m->stall_since = 0;
-			if (send_shared(a, m->conn, b, false))
+			if (send_shared(a, m, b, false))
 				sent++;
 			else
 				nobuf++;
 			continue;
 		}
 		skipped++;
-		if (!m->stall_since) {
+		if (!m->stall_since)
 			m->stall_since = now;
-		} else if (now - m->stall_since >= a->o.stall_ns &&
-			   ao_conn_is_open(m->conn)) {
-			ao_conn_close_slow(m->conn);
-			ADD(a->st.closes[AC_STALLED], 1);
-		}
+		else if (now - m->stall_since >= a->o.stall_ns)
+			close_player(m, AC_SLOW, 0);
 	}
 	ao_buf_put(b);
 	ADD(a->st.snap_bufs, a->o.copy_broadcast ? sent : 1);
@@ -585,40 +664,82 @@ static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 	ADD(a->st.snap_nobuf, nobuf);
 }
 
-/* Step 6: leavers go on to the room they asked for; the gone are freed. */
+/* A message dropped: its chat buffer and its place in pending go. */
+static void drop_event(struct arena *a, struct event *e)
+{
+	if (e->kind == EV_INPUT || e->kind == EV_CHAT)
+		SUB(e->p->pending, 1);
+	if (e->kind == EV_CHAT)
+		ao_buf_put(e->buf);
+	if (e->kind != EV_JOIN && !e->p->closed)
+		ADD(a->st.refused_drops, 1);
+}
+
+/*
+ * A leave of p is applied: what p sent after it goes on, in order (under
+ * p's lock).  A join picks its room: the messages after it go to that
+ * room, up to and with the next leave, which leaves the rest deferred
+ * again (P_LEAVING in the new room).  A refused join: its error is sent
+ * and the inputs, chats and leave after it, up to the next join, are
+ * dropped.
+ */
+static void run_deferred(struct arena *a, struct player *p)
+{
+	struct inbox *d = &p->deferred;
+	struct room *next = NULL;
+	uint32_t i = 0;
+
+	p->state = P_LOBBY;
+	p->room = NULL;
+	while (i < d->n) {
+		struct event *e = &d->ev[i++];
+
+		if (e->kind == EV_JOIN) {
+			int code = 0;
+
+			next = p->closed ? NULL : lobby_pick(a, e->seq, &code);
+			if (code) {
+				uint8_t msg[AP_LEN_ERROR];
+
+				ap_enc_error(msg, (uint8_t)code);
+				reply(a, p->conn, msg, sizeof(msg));
+			}
+			if (!next)
+				continue;
+			p->state = P_ROOM;
+			p->room = next;
+			if (room_push(next, e))
+				abort(); /* see room_push() */
+			continue;
+		}
+		if (!next) {
+			drop_event(a, e);
+			continue;
+		}
+		if (room_push(next, e))
+			abort(); /* see room_push() */
+		if (e->kind == EV_LEAVE) {
+			p->state = P_LEAVING;
+			break;
+		}
+	}
+	if (i < d->n) /* (d->ev is NULL when nothing ever waited) */
+		memmove(d->ev, d->ev + i, (d->n - i) * sizeof(*d->ev));
+	d->n -= i;
+}
+
+/* Step 6: leavers go on to what they sent next; the gone are freed. */
 static void hand_over(struct room *r)
 {
 	struct arena *a = r->a;
-	uint8_t msg[AP_LEN_ERROR];
 	uint32_t i;
 
 	for (i = 0; i < r->nleavers; i++) {
 		struct player *p = r->leavers[i];
-		struct room *next = NULL;
-		int err = 0;
 
 		ao_spin_lock(&p->lock);
-		if (p->want_join && !p->closed) {
-			next = lobby_pick(a, p->join_room, &err);
-			if (next) {
-				struct event e = { .p = p, .kind = EV_JOIN };
-
-				p->room = next;
-				p->state = P_ROOM;
-				if (room_push(next, &e))
-					abort(); /* see room_push() */
-			}
-		}
-		if (!next) {
-			p->state = P_LOBBY;
-			p->room = NULL;
-		}
-		p->want_join = false;
+		run_deferred(a, p);
 		ao_spin_unlock(&p->lock);
-		if (err) {
-			ap_enc_error(msg, (uint8_t)err);
-			reply(a, p->conn, msg, sizeof(msg));
-		}
 	}
 	r->nleavers = 0;
 	for (i = 0; i < r->ngone; i++)
@@ -652,8 +773,8 @@ static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 	for (i = 0; i < r->njoiners; i++) {
 		struct player *p = r->joiners[i];
 
-		ap_enc_joined(msg, r->id, (uint16_t)r->nmembers, tick, p->x,
-			      p->y, r->chat_seq);
+		ap_enc_joined(msg, r->id, (uint16_t)r->nmembers, tick,
+			      p->spawn_x, p->spawn_y, r->chat_seq);
 		reply(a, p->conn, msg, sizeof(msg));
 	}
 	r->njoiners = 0;
@@ -672,6 +793,7 @@ static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 /* ------------------------------------------------------------------ */
 /* The handlers */
 
+/* A protocol error: its frame, then the close (the handler goes on). */
 static int reject(struct player *p, int code)
 {
 	static const enum arena_close why[AP_ERR_NR] = {
@@ -681,14 +803,44 @@ static int reject(struct player *p, int code)
 		[AP_ERR_CHAT_LONG] = AC_CHAT_LONG,
 		[AP_ERR_FLOOD] = AC_FLOOD,
 		[AP_ERR_SERVER_FULL] = AC_SERVER_FULL,
+		[AP_ERR_HELLO_TIMEOUT] = AC_HELLO_TIMEOUT,
+		[AP_ERR_IDLE] = AC_IDLE,
 	};
-	uint8_t msg[AP_LEN_ERROR];
 
-	ADD(p->a->st.closes[why[code]], 1);
-	/* Best effort: the close follows (the ring mode closes at once). */
-	ap_enc_error(msg, (uint8_t)code);
-	reply(p->a, p->conn, msg, sizeof(msg));
-	return -1;
+	close_player(p, why[code], code);
+	return 0;
+}
+
+/*
+ * The hello deadline, then the idle one: a one-shot timer on a worker.
+ * A message only stamps last_msg_ns; the timer, when it fires early for
+ * that reason, is armed again for the deadline the stamp gives (so the
+ * timers are not touched per message).
+ */
+static void deadline_fn(struct ao_timer *t, const struct ao_timer_event *ev)
+{
+	struct player *p = container_of(t, struct player, timer);
+	struct arena *a = p->a;
+	uint64_t due;
+	int code;
+
+	/* Acquire: pairs with the release store in player_free(). */
+	if (__atomic_load_n(&p->timer_dead, __ATOMIC_ACQUIRE) ||
+	    LOAD(p->closing))
+		return;
+	if (!LOAD(p->hello)) {
+		code = AP_ERR_HELLO_TIMEOUT;
+		due = p->opened_ns + a->o.hello_ns;
+	} else if (a->o.idle_ns != ARENA_NEVER) {
+		code = AP_ERR_IDLE;
+		due = LOAD(p->last_msg_ns) + a->o.idle_ns;
+	} else {
+		return;
+	}
+	if (ev->now >= due)
+		reject(p, code);
+	else
+		ao_timer_arm_at(&p->timer, due);
 }
 
 static void on_open(struct ao_conn *c, void *arg)
@@ -705,6 +857,10 @@ static void on_open(struct ao_conn *c, void *arg)
 	p->conn = ao_conn_get(c);
 	ao_spin_init(&p->lock);
 	p->state = P_NEW;
+	p->opened_ns = ao_timers_now(a->timers);
+	ao_timer_init(&p->timer, a->timers, deadline_fn);
+	if (a->o.hello_ns != ARENA_NEVER)
+		ao_timer_arm_at(&p->timer, p->opened_ns + a->o.hello_ns);
 	ao_conn_set_user(c, p);
 	n = ADD(a->st.players, 1) + 1;
 	/* The peak: only ever raised. */
@@ -715,64 +871,88 @@ static void on_open(struct ao_conn *c, void *arg)
 			break;
 }
 
+/* Bounds what waits on a player for its leave (inputs and chats are
+ * bounded by pending too). */
+#define DEFERRED_MAX (2 * AP_PENDING_MAX)
+
 static int on_join(struct player *p, uint32_t want)
 {
-	struct event e = { .p = p, .kind = EV_JOIN };
+	struct event e = { .p = p, .kind = EV_JOIN, .seq = want };
 	uint8_t msg[AP_LEN_ERROR];
-	struct room *r;
+	struct room *r = NULL;
 	int err = 0;
 
 	ao_spin_lock(&p->lock);
-	if (p->state == P_LEAVING && !p->want_join) {
+	if (p->in && p->state != P_LOBBY) {
+		err = AP_ERR_ORDER;
+	} else if (p->state == P_LEAVING) {
 		/* Joins once the leave is applied (hand_over()). */
-		p->want_join = true;
-		p->join_room = want;
-		ao_spin_unlock(&p->lock);
-		return 0;
-	}
-	if (p->state != P_LOBBY) {
-		ao_spin_unlock(&p->lock);
-		return reject(p, AP_ERR_ORDER);
-	}
-	r = lobby_pick(p->a, want, &err);
-	if (r) {
-		p->state = P_ROOM;
-		p->room = r;
-		if (room_push(r, &e))
+		if (p->deferred.n >= DEFERRED_MAX)
+			err = AP_ERR_FLOOD;
+		else if (inbox_push(&p->deferred, &e))
 			abort(); /* see room_push() */
+		p->in = true;
+	} else {
+		r = lobby_pick(p->a, want, &err);
+		if (r) {
+			p->state = P_ROOM;
+			p->room = r;
+			if (room_push(r, &e))
+				abort(); /* see room_push() */
+		}
+		/* Refused: in all the same, as the client thinks, until
+		 * its next leave; what it sends meanwhile is dropped. */
+		p->in = true;
 	}
 	ao_spin_unlock(&p->lock);
-	if (!r) {
+	if (err == AP_ERR_ORDER || err == AP_ERR_FLOOD)
+		return reject(p, err);
+	if (err) {
 		ap_enc_error(msg, (uint8_t)err);
 		reply(p->a, p->conn, msg, sizeof(msg));
 	}
 	return 0;
 }
 
-/* Input, chat, leave: an event for the player's room. */
+/* Input, chat, leave: an event for the player's room, deferred, or
+ * dropped (see struct player).  Takes the chat's buffer reference. */
 static int to_room(struct player *p, struct event *e)
 {
+	bool counted = e->kind != EV_LEAVE;
 	int err = 0;
 
 	ao_spin_lock(&p->lock);
-	if (p->state != P_ROOM) {
+	if (!p->in) {
 		err = AP_ERR_ORDER;
-	} else if (e->kind != EV_LEAVE && LOAD(p->pending) >= AP_PENDING_MAX) {
+	} else if (counted && LOAD(p->pending) >= AP_PENDING_MAX) {
+		err = AP_ERR_FLOOD;
+	} else if (p->state == P_LOBBY) {
+		if (e->kind == EV_CHAT)
+			ao_buf_put(e->buf);
+		ADD(p->a->st.refused_drops, 1);
+	} else if (p->state == P_LEAVING && p->deferred.n >= DEFERRED_MAX) {
 		err = AP_ERR_FLOOD;
 	} else {
-		if (e->kind != EV_LEAVE)
+		if (counted)
 			ADD(p->pending, 1);
-		else
-			p->state = P_LEAVING;
-		if (room_push(p->room, e)) {
-			ao_spin_unlock(&p->lock);
-			if (e->kind != EV_LEAVE)
-				SUB(p->pending, 1);
-			return -1; /* no memory: close (protocol) */
+		if (p->state == P_LEAVING) {
+			if (inbox_push(&p->deferred, e))
+				abort(); /* see room_push() */
+		} else {
+			if (room_push(p->room, e))
+				abort(); /* see room_push() */
+			if (e->kind == EV_LEAVE)
+				p->state = P_LEAVING;
 		}
 	}
+	if (!err && e->kind == EV_LEAVE)
+		p->in = false;
 	ao_spin_unlock(&p->lock);
-	return err ? reject(p, err) : 0;
+	if (!err)
+		return 0;
+	if (e->kind == EV_CHAT)
+		ao_buf_put(e->buf);
+	return reject(p, err);
 }
 
 static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
@@ -786,6 +966,11 @@ static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 
 	if (!p)
 		return -1;
+	/* After the arena's close: nothing more is taken, nor counted. */
+	if (LOAD(p->closing))
+		return 0;
+	__atomic_store_n(&p->last_msg_ns, ao_timers_now(a->timers),
+			 __ATOMIC_RELAXED);
 	r = ap_decode(pkt->data, pkt->len, &m);
 	if (!r && !ap_is_client_type(m.type))
 		r = AP_ERR_BAD_TYPE;
@@ -800,10 +985,14 @@ static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 		if (LOAD(a->st.players) > a->o.max_players)
 			return reject(p, AP_ERR_SERVER_FULL);
 		p->id = ADD(a->next_id, 1) + 1;
-		p->hello = true;
+		__atomic_store_n(&p->hello, true, __ATOMIC_RELAXED);
 		ao_spin_lock(&p->lock);
 		p->state = P_LOBBY;
 		ao_spin_unlock(&p->lock);
+		/* From now on the idle deadline (the timer re-arms). */
+		if (a->o.idle_ns != ARENA_NEVER && a->o.hello_ns == ARENA_NEVER)
+			ao_timer_arm_at(&p->timer,
+					LOAD(p->last_msg_ns) + a->o.idle_ns);
 		ap_enc_welcome(msg, p->id, (uint16_t)a->o.tick_hz,
 			       (uint16_t)a->o.room_size, a->world.width,
 			       a->world.height, a->world.speed);
@@ -818,20 +1007,15 @@ static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 	case AP_INPUT:
 		if (m.input.seq <= p->last_seq)
 			return reject(p, AP_ERR_MALFORMED);
+		p->last_seq = m.input.seq;
 		e.kind = EV_INPUT;
 		e.seq = m.input.seq;
 		e.dir = m.input.dir;
-		r = to_room(p, &e);
-		if (!r)
-			p->last_seq = m.input.seq;
-		return r;
+		return to_room(p, &e);
 	case AP_CHAT:
 		e.kind = EV_CHAT;
 		e.buf = ao_buf_ref(pkt);
-		r = to_room(p, &e);
-		if (r)
-			ao_buf_put(pkt);
-		return r;
+		return to_room(p, &e);
 	case AP_LEAVE:
 		e.kind = EV_LEAVE;
 		return to_room(p, &e);
@@ -845,10 +1029,13 @@ static void on_close(struct ao_conn *c, enum ao_close_reason why, void *arg)
 	struct event e = { .p = p, .kind = EV_GONE };
 	bool in_room;
 
-	(void)why;
 	(void)arg;
 	if (!p)
 		return;
+	/* The server's own bound on the send queue: a slow consumer too. */
+	if (why == AO_CLOSE_SLOW &&
+	    !__atomic_exchange_n(&p->closing, 1, __ATOMIC_RELAXED))
+		ADD(p->a->st.closes[AC_SLOW], 1);
 	ao_spin_lock(&p->lock);
 	p->closed = true;
 	in_room = p->state == P_ROOM || p->state == P_LEAVING;
@@ -955,6 +1142,10 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 		a->o.max_players = 10000;
 	if (!a->o.stall_ns)
 		a->o.stall_ns = 2 * NS;
+	if (!a->o.hello_ns)
+		a->o.hello_ns = 5 * NS;
+	if (!a->o.idle_ns)
+		a->o.idle_ns = 30 * NS;
 	if (!a->o.buffers) /* a copy per member needs many more */
 		a->o.buffers =
 			(a->o.copy_broadcast ? 16 : 4) * a->o.max_players +
@@ -1003,6 +1194,10 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	sc.framing.order = AO_ORDER_LITTLE;
 	sc.framing.max_packet = AP_CLIENT_MAX;
 	sc.max_conns = a->o.max_players + 64;
+	/* What one connection may have queued (PROTOCOL.md says 4 MiB): one
+	 * snapshot at most (the next is skipped meanwhile), replies, and the
+	 * chat lines, which are never dropped: past it, closed as slow. */
+	sc.sendq_max = 4u << 20;
 	sc.drain_timeout_ms =
 		a->o.drain_ns ? (uint32_t)(a->o.drain_ns / 1000000) : 0;
 	sc.sock_sndbuf = a->o.sndbuf;

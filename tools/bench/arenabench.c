@@ -378,7 +378,7 @@ static void run_cell(struct result *r, unsigned int n, enum variant v,
 	{
 		const char *reasons = strstr(end_line, "\"reasons\":");
 
-		r->arena_stalled = reasons ? jval(reasons, "stalled") : 0;
+		r->arena_stalled = reasons ? jval(reasons, "slow") : 0;
 	}
 	if (rc && rc != 1)
 		snprintf(r->note, sizeof(r->note), "ao-bots exit %d", rc);

@@ -268,9 +268,10 @@ static void on_joined(struct bot *b, const struct ap_msg *m, uint64_t now)
 		bot_fail(b, F_COUNT, "joined a room of %u members (size %u)",
 			 m->joined.members, b->room_size);
 	/* Inputs of the room we left were applied there; a snapshot may
-	 * not have shown them. */
+	 * not have shown them.  A stay's snapshots count its own inputs:
+	 * seq 0 until the first is applied. */
 	b->pend_head = b->pend_tail;
-	b->applied_seq = b->next_seq - 1;
+	b->applied_seq = 0;
 	b->room = m->joined.room;
 	b->in_room = true;
 	b->join_tick = m->joined.tick;

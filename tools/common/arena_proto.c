@@ -13,6 +13,8 @@ static const char *const err_names[AP_ERR_NR] = {
 	[AP_ERR_ROOM_FULL] = "room_full",
 	[AP_ERR_NO_ROOM] = "no_room",
 	[AP_ERR_SERVER_FULL] = "server_full",
+	[AP_ERR_HELLO_TIMEOUT] = "hello_timeout",
+	[AP_ERR_IDLE] = "idle",
 };
 
 const char *ap_err_name(unsigned int code)

@@ -52,6 +52,8 @@ enum ap_err {
 	AP_ERR_ROOM_FULL = 6,
 	AP_ERR_NO_ROOM = 7,
 	AP_ERR_SERVER_FULL = 8,
+	AP_ERR_HELLO_TIMEOUT = 9,
+	AP_ERR_IDLE = 10,
 	AP_ERR_NR
 };
 

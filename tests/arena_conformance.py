@@ -1,0 +1,700 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""A black-box conformance test of ao-arena, written from
+tools/arena/PROTOCOL.md alone (no code of the server or of its codec):
+a client in Python's standard library plays against the program on
+127.0.0.1 and checks what the page says.
+
+  normal play: ticks strictly increasing, each player's position
+    predicted exactly from joined and its own inputs, every chat line
+    once and in order, a room's snapshots the same bytes for all;
+  each bad input on its own connection: its error message, then the end
+    of the stream, and the players in the room untouched;
+  pipelined rejoins (leave, join, input, chat, leave, join, input in one
+    write, and a byte at a time) and refused joins followed by inputs;
+  a slow reader closed within the page's bound, learning of it at once
+    (a reset, no seconds of silence);
+  the hello and idle deadlines.
+
+Usage: arena_conformance.py PATH_TO_AO_ARENA.  Exit status 0 when every
+check held; 1 with the failed check on stderr.  Bounded: every wait has
+a timeout, the whole run a few tens of seconds.
+"""
+import os
+import random
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+ARENA = sys.argv[1] if len(sys.argv) > 1 else "ao-arena"
+# Seconds added to the timed bounds (a loaded machine, sanitizers).
+SLACK = float(os.environ.get("ARENA_CONFORMANCE_SLACK", "0.5"))
+
+HELLO, JOIN, INPUT, CHAT, PING, LEAVE = 1, 2, 3, 4, 5, 6
+WELCOME, JOINED, SNAPSHOT, CHAT_LINE, PONG, ERROR = (0x81, 0x82, 0x83,
+                                                     0x84, 0x85, 0x86)
+ERRORS = {1: "bad_type", 2: "malformed", 3: "order", 4: "chat_long",
+          5: "flood", 6: "room_full", 7: "no_room", 8: "server_full",
+          9: "hello_timeout", 10: "idle"}
+CODE = {v: k for k, v in ERRORS.items()}
+ANY = 0xffffffff
+DIRS = [(0, 0), (0, -1), (1, -1), (1, 0), (1, 1), (0, 1), (-1, 1),
+        (-1, 0), (-1, -1)]
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+def frame(payload):
+    return struct.pack("<H", len(payload)) + payload
+
+
+def m_hello(name=b"py", version=1):
+    return bytes([HELLO, version, len(name)]) + name
+
+
+def m_join(room=ANY):
+    return struct.pack("<BI", JOIN, room)
+
+
+def m_input(seq, d):
+    return struct.pack("<BIB", INPUT, seq, d)
+
+
+def m_chat(text):
+    return bytes([CHAT]) + text
+
+
+def m_ping(stamp):
+    return struct.pack("<BQ", PING, stamp)
+
+
+def m_leave():
+    return bytes([LEAVE])
+
+
+def decode(p):
+    t = p[0]
+    if t == WELCOME:
+        f = struct.unpack("<IHHHHH", p[1:15])
+        return {"type": t, "player": f[0], "tick_hz": f[1],
+                "room_size": f[2], "width": f[3], "height": f[4],
+                "speed": f[5]}
+    if t == JOINED:
+        f = struct.unpack("<IHIHHI", p[1:19])
+        return {"type": t, "room": f[0], "members": f[1], "tick": f[2],
+                "x": f[3], "y": f[4], "chat_seq": f[5]}
+    if t == SNAPSHOT:
+        tick, room, n = struct.unpack("<IIH", p[1:11])
+        check(len(p) == 11 + 12 * n, "snapshot length")
+        ents = {}
+        for i in range(n):
+            pl, x, y, seq = struct.unpack("<IHHI",
+                                          p[11 + 12 * i:23 + 12 * i])
+            ents[pl] = (x, y, seq)
+        return {"type": t, "tick": tick, "room": room, "entries": ents,
+                "raw": p}
+    if t == CHAT_LINE:
+        room, tick, cseq, frm = struct.unpack("<IIII", p[1:17])
+        return {"type": t, "room": room, "tick": tick, "chat_seq": cseq,
+                "from": frm, "text": p[17:]}
+    if t == PONG:
+        return {"type": t, "stamp": struct.unpack("<Q", p[1:9])[0]}
+    if t == ERROR:
+        return {"type": t, "code": p[1]}
+    raise Failed("unknown server message type 0x%02x" % t)
+
+
+class Server:
+    """ao-arena on a free loopback port, with these options."""
+
+    def __init__(self, *opts):
+        self.p = subprocess.Popen(
+            [ARENA, "--address=127.0.0.1", "--port=0", "--quiet",
+             "--workers=2"] + list(opts),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        r, _, _ = select.select([self.p.stdout], [], [], 10)
+        check(r, "ao-arena did not say its port")
+        line = self.p.stdout.readline().decode()
+        check(line.startswith("port="), "ao-arena said %r" % line)
+        self.port = int(line[5:])
+
+    def stop(self):
+        self.p.terminate()
+        try:
+            self.p.wait(10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        self.p.stdout.close()
+        self.p.stderr.close()
+
+
+class Client:
+    def __init__(self, srv, rcvbuf=0):
+        self.s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.s.settimeout(10)
+        self.s.connect(("127.0.0.1", srv.port))
+        self.buf = b""
+        self.eof = False
+        self.reset = False
+        self.id = 0
+        self.stamp = 0
+        self.seq = 0
+        # The prediction: the stay's start and the inputs sent in it.
+        self.base = None
+        self.stay = []
+        self.joins_sent = 0
+
+    def send(self, *payloads):
+        self.s.sendall(b"".join(frame(p) for p in payloads))
+
+    def fill(self, timeout):
+        """Read what comes within timeout; False at the end."""
+        if self.eof:
+            return False
+        r, _, _ = select.select([self.s], [], [], max(timeout, 0))
+        if not r:
+            return True
+        try:
+            d = self.s.recv(65536)
+        except ConnectionResetError:
+            self.eof = self.reset = True
+            return False
+        if not d:
+            self.eof = True
+            return False
+        self.buf += d
+        return True
+
+    def recv(self, timeout=5.0):
+        """The next message, or None (the timeout, or the end)."""
+        end = time.monotonic() + timeout
+        while True:
+            if len(self.buf) >= 2:
+                n = struct.unpack("<H", self.buf[:2])[0]
+                if len(self.buf) >= 2 + n:
+                    p = self.buf[2:2 + n]
+                    self.buf = self.buf[2 + n:]
+                    return decode(p)
+            left = end - time.monotonic()
+            if left <= 0 or not self.fill(left):
+                return None
+
+    def expect(self, t, timeout=5.0):
+        m = self.recv(timeout)
+        check(m is not None, "no message 0x%02x (eof %s)" % (t, self.eof))
+        if m["type"] == ERROR and t != ERROR:
+            raise Failed("error %s instead of 0x%02x" %
+                         (ERRORS.get(m["code"]), t))
+        check(m["type"] == t, "got 0x%02x, expected 0x%02x" %
+              (m["type"], t))
+        return m
+
+    def hello(self, name=b"py"):
+        self.send(m_hello(name))
+        w = self.expect(WELCOME)
+        self.id = w["player"]
+        self.world = w
+        return w
+
+    def ping_sync(self, keep=None):
+        """A ping: the messages before its pong go to keep (a list)."""
+        self.stamp += 1
+        self.send(m_ping(self.stamp))
+        while True:
+            m = self.recv(5)
+            check(m is not None, "no pong")
+            if m["type"] == PONG and m["stamp"] == self.stamp:
+                return
+            if keep is not None:
+                keep.append(m)
+
+    def input_msg(self, d):
+        self.seq += 1
+        self.stay.append((self.seq, d))
+        return m_input(self.seq, d)
+
+    def join_msg(self, room=ANY):
+        self.stay = []
+        return m_join(room)
+
+    def predict(self, seq):
+        x, y = self.base
+        w = self.world
+        for s, d in self.stay:
+            if s > seq:
+                break
+            dx, dy = DIRS[d]
+            x = min(max(x + dx * w["speed"], 0), w["width"] - 1)
+            y = min(max(y + dy * w["speed"], 0), w["height"] - 1)
+        return x, y
+
+    def expect_closed(self, code, timeout=5.0):
+        """The error message with this code (None: no message), then the
+        end of the stream."""
+        m = self.recv(timeout)
+        if code is None:
+            check(m is None and self.eof, "no bare close (%r)" % (m,))
+        else:
+            check(m is not None,
+                  "no error %s before the close (eof %s)" %
+                  (code, self.eof))
+            check(m["type"] == ERROR and ERRORS.get(m["code"]) == code,
+                  "got %r, expected error %s" % (m, code))
+            m = self.recv(timeout)
+            check(m is None and self.eof,
+                  "no close after error %s (%r)" % (code, m))
+        self.close()
+
+    def close(self):
+        self.s.close()
+
+
+def player(srv, room=ANY):
+    c = Client(srv)
+    c.hello()
+    c.send(c.join_msg(room))
+    return c
+
+
+def on_message(c, m, ticks):
+    """A player's own checks on what it got."""
+    if m["type"] == JOINED:
+        c.base = (m["x"], m["y"])
+        c.last_tick = m["tick"] - 1
+    elif m["type"] == SNAPSHOT:
+        check(m["tick"] > c.last_tick, "tick %d after %d" %
+              (m["tick"], c.last_tick))
+        c.last_tick = m["tick"]
+        e = m["entries"].get(c.id)
+        check(e is not None, "player %d not in its snapshot" % c.id)
+        x, y, seq = e
+        check((x, y) == c.predict(seq),
+              "player %d at %r after seq %d, predicted %r" %
+              (c.id, (x, y), seq, c.predict(seq)))
+        c.predicted = getattr(c, "predicted", 0) + 1
+        ticks.setdefault(m["tick"], set()).add(m["raw"])
+    elif m["type"] == ERROR:
+        raise Failed("player %d got error %s" %
+                     (c.id, ERRORS.get(m["code"])))
+
+
+def play(players, seconds, chat_every=0.0):
+    """Each player sends an input a tick; returns the snapshots by tick."""
+    ticks = {}
+    chats = {c.id: [] for c in players}
+    end = time.monotonic() + seconds
+    next_chat = time.monotonic() + chat_every if chat_every else end + 1
+    sent_chats = 0
+    rnd = random.Random(7)
+    for c in players:
+        c.last_tick = -1
+    while time.monotonic() < end:
+        for c in players:
+            c.send(c.input_msg(rnd.randrange(9)))
+        if time.monotonic() >= next_chat:
+            players[0].send(m_chat(b"line %d" % sent_chats))
+            sent_chats += 1
+            next_chat += chat_every
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.05:
+            for c in players:
+                m = c.recv(0.005)
+                if m is None:
+                    check(not c.eof, "player %d closed" % c.id)
+                    continue
+                if m["type"] == CHAT_LINE:
+                    chats[c.id].append(m)
+                on_message(c, m, ticks)
+    for c in players:
+        keep = []
+        c.ping_sync(keep)
+        for m in keep:
+            if m["type"] == CHAT_LINE:
+                chats[c.id].append(m)
+            on_message(c, m, ticks)
+    return ticks, chats, sent_chats
+
+
+def t_normal_play():
+    srv = Server("--tick-rate=20", "--room-size=8")
+    try:
+        ps = [player(srv) for _ in range(4)]
+        for c in ps:
+            c.base = None
+        ticks, chats, sent = play(ps, 3.0, chat_every=0.2)
+        for c in ps:
+            check(c.base is not None, "no joined")
+            check(getattr(c, "predicted", 0) >= 20,
+                  "only %d snapshots" % getattr(c, "predicted", 0))
+            lines = chats[c.id]
+            seqs = [m["chat_seq"] for m in lines]
+            check(seqs == list(range(seqs[0], seqs[0] + len(seqs))) if
+                  seqs else True, "chat_seq not consecutive: %r" % seqs)
+            texts = [m["text"] for m in lines]
+            check(len(set(texts)) == len(texts), "a chat line twice")
+        # Every player saw every line sent after it joined.
+        check(all(len(chats[c.id]) == sent for c in ps),
+              "chat lines lost: %r of %d" %
+              ([len(chats[c.id]) for c in ps], sent))
+        check(all(len(v) == 1 for v in ticks.values()),
+              "a tick's snapshot differs between members")
+        for c in ps:
+            c.close()
+    finally:
+        srv.stop()
+
+
+def bad_case(srv, name):
+    """One bad input on its own connection; the error it must get."""
+    c = Client(srv)
+    if name == "input_before_hello":
+        c.send(m_input(1, 1))
+        return c, "order"
+    if name == "hello_v2":
+        c.send(m_hello(version=2))
+        return c, "malformed"
+    if name == "name_with_0":
+        c.send(m_hello(b"a\0b"))
+        return c, "malformed"
+    if name == "name_empty":
+        c.send(bytes([HELLO, 1, 0]))
+        return c, "malformed"
+    c.hello()
+    if name == "hello_twice":
+        c.send(m_hello())
+        return c, "order"
+    if name == "input_before_join":
+        c.send(m_input(1, 1))
+        return c, "order"
+    if name == "leave_in_lobby":
+        c.send(m_leave())
+        return c, "order"
+    if name == "chat_in_lobby":
+        c.send(m_chat(b"x"))
+        return c, "order"
+    if name == "unknown_type":
+        c.send(bytes([0x7f]))
+        return c, "bad_type"
+    if name == "server_type":
+        c.send(struct.pack("<BQ", PONG, 1))
+        return c, "bad_type"
+    if name == "zero_type":
+        c.send(bytes([0]))
+        return c, "bad_type"
+    if name == "input_short":
+        c.send(m_input(1, 1)[:-1])
+        return c, "malformed"
+    if name == "join_long":
+        c.send(m_join() + b"\0")
+        return c, "malformed"
+    if name == "ping_short":
+        c.send(m_ping(1)[:-1])
+        return c, "malformed"
+    c.send(m_join())
+    if name == "join_twice":
+        c.send(m_join())
+        return c, "order"
+    if name == "dir_9":
+        c.send(m_input(1, 9))
+        return c, "malformed"
+    if name == "seq_repeated":
+        c.send(m_input(5, 1), m_input(5, 1))
+        return c, "malformed"
+    if name == "seq_lower":
+        c.send(m_input(5, 1), m_input(4, 1))
+        return c, "malformed"
+    if name == "chat_empty":
+        c.send(bytes([CHAT]))
+        return c, "chat_long"
+    if name == "chat_201":
+        c.send(m_chat(b"x" * 201))
+        return c, "chat_long"
+    if name == "flood":
+        c.send(*[m_input(k, 1) for k in range(1, 101)])
+        return c, "flood"
+    if name == "leave_leave":
+        c.send(m_leave(), m_leave())
+        return c, "order"
+    raise Failed("no case " + name)
+
+
+BAD = ["input_before_hello", "hello_v2", "name_with_0", "name_empty",
+       "hello_twice", "input_before_join", "leave_in_lobby",
+       "chat_in_lobby", "unknown_type", "server_type", "zero_type",
+       "input_short", "join_long", "ping_short", "join_twice", "dir_9",
+       "seq_repeated", "seq_lower", "chat_empty", "chat_201", "flood",
+       "leave_leave"]
+
+
+def t_bad_inputs():
+    srv = Server("--tick-rate=20", "--room-size=64")
+    try:
+        good = player(srv)
+        good.base = None
+        good.last_tick = -1
+        ticks = {}
+        for name in BAD:
+            c, code = bad_case(srv, name)
+            try:
+                c.expect_closed(code)
+            except Failed as e:
+                raise Failed("%s: %s" % (name, e))
+            while True:
+                m = good.recv(0)
+                if m is None:
+                    break
+                on_message(good, m, ticks)
+        # A frame over 256 bytes, and one of length 0: closed on the
+        # header, no error message.
+        for hdr in (struct.pack("<H", 257), struct.pack("<H", 0)):
+            c = Client(srv)
+            c.hello()
+            c.s.sendall(hdr)
+            c.expect_closed(None)
+        # The good player was untouched: its snapshots go on.
+        keep = []
+        good.ping_sync(keep)
+        for m in keep:
+            on_message(good, m, ticks)
+        n = getattr(good, "predicted", 0)
+        t0 = time.monotonic()
+        while getattr(good, "predicted", 0) < n + 5:
+            check(time.monotonic() - t0 < 5, "the good player stalled")
+            m = good.recv(1)
+            check(m is not None, "the good player lost its snapshots")
+            on_message(good, m, ticks)
+        good.close()
+    finally:
+        srv.stop()
+
+
+def rejoin_sequence(c):
+    return [m_leave(), c.join_msg(), c.input_msg(3), m_chat(b"hi"),
+            m_leave(), c.join_msg(), c.input_msg(5)]
+
+
+def finish_stay(c, got, want_chats, seconds=1.5):
+    """Read until a snapshot shows the stay's last input; check it."""
+    end = time.monotonic() + seconds
+    last_seq = c.stay[-1][0]
+    chats = 0
+    c.last_tick = -1
+    for m in got:
+        if m["type"] == ERROR:
+            raise Failed("error %s" % ERRORS.get(m["code"]))
+    queue = list(got)
+    while True:
+        m = queue.pop(0) if queue else c.recv(max(end - time.monotonic(),
+                                                  0))
+        check(m is not None, "the stay's input never showed (eof %s)" %
+              c.eof)
+        if m["type"] == ERROR:
+            raise Failed("error %s" % ERRORS.get(m["code"]))
+        if m["type"] == CHAT_LINE:
+            chats += 1
+        if m["type"] == JOINED:
+            c.base = (m["x"], m["y"])
+            c.last_tick = m["tick"] - 1
+        if m["type"] == SNAPSHOT and c.id in m["entries"]:
+            x, y, seq = m["entries"][c.id]
+            if seq == last_seq:
+                check((x, y) == c.predict(seq), "at %r, predicted %r" %
+                      ((x, y), c.predict(seq)))
+                check(chats == want_chats, "%d chat lines, not %d" %
+                      (chats, want_chats))
+                return
+
+
+def t_pipelined():
+    srv = Server("--tick-rate=50", "--room-size=8")
+    try:
+        # All in one write; then a byte at a time; then cut at random.
+        for mode in ("one", "bytes", "random"):
+            c = player(srv)
+            c.expect(JOINED)
+            c.expect(SNAPSHOT)
+            data = b"".join(frame(p) for p in rejoin_sequence(c))
+            if mode == "one":
+                c.s.sendall(data)
+            else:
+                rnd = random.Random(11)
+                i = 0
+                while i < len(data):
+                    k = 1 if mode == "bytes" else rnd.randrange(1, 9)
+                    c.s.sendall(data[i:i + k])
+                    i += k
+                    time.sleep(0.002 if mode == "bytes" else 0.01)
+            got = []
+            c.ping_sync(got)
+            try:
+                finish_stay(c, got, 1)
+            except Failed as e:
+                raise Failed("pipelined rejoin (%s): %s" % (mode, e))
+            c.close()
+        # A refused numbered join, then what a client in a room sends:
+        # dropped; the refusal comes; the next join works.
+        c = Client(srv)
+        c.hello()
+        c.send(c.join_msg(999), c.input_msg(1), m_chat(b"lost"),
+               m_leave(), c.join_msg(), c.input_msg(3))
+        m = c.expect(ERROR)
+        check(ERRORS.get(m["code"]) == "no_room", "refusal %r" % m)
+        finish_stay(c, [], 0)
+        # Refused after a leave not yet applied (room 999 again).
+        c.send(m_leave(), c.join_msg(999), c.input_msg(1), m_leave(),
+               c.join_msg(), c.input_msg(7))
+        got = []
+        c.ping_sync(got)
+        errs = [m for m in got if m["type"] == ERROR]
+        rest = [m for m in got if m["type"] != ERROR]
+        if not errs:
+            m = c.expect(ERROR)
+            errs = [m]
+        check(len(errs) == 1 and ERRORS.get(errs[0]["code"]) == "no_room",
+              "refusal after a leave: %r" % errs)
+        finish_stay(c, rest, 0)
+        c.close()
+    finally:
+        srv.stop()
+
+
+def t_slow_reader():
+    """A reader that stops: closed within the bound, and learns at once.
+    A chatty neighbour fills the buffers fast.  A small receive buffer,
+    then a larger one."""
+    for rcvbuf in (4096, 65536):
+        try:
+            slow_reader(rcvbuf)
+        except Failed as e:
+            raise Failed("receive buffer %d: %s" % (rcvbuf, e))
+
+
+def slow_reader(want_rcvbuf):
+    # The page's default --sndbuf (8 KiB, doubled by the kernel).
+    stall, sndbuf = 0.5, 8192
+    srv = Server("--tick-rate=20", "--room-size=8", "--stall-timeout=500ms")
+    try:
+        good = player(srv)
+        good.expect(JOINED)
+        slow = Client(srv, rcvbuf=want_rcvbuf)
+        slow.hello()
+        slow.send(slow.join_msg())
+        slow.expect(JOINED)
+        rcvbuf = slow.s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        # From here slow reads nothing.
+        t_stop = time.monotonic()
+        text = b"z" * 200
+        sent = 0
+        gone_at = None
+        seen = False
+        bytes_in = 0
+        deadline = t_stop + 20
+        while gone_at is None and time.monotonic() < deadline:
+            good.send(*[m_chat(text) for _ in range(8)])
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 0.05:
+                m = good.recv(0.01)
+                if m is None:
+                    continue
+                if m["type"] == CHAT_LINE:
+                    bytes_in += 2 + 17 + len(m["text"])
+                if m["type"] == SNAPSHOT:
+                    bytes_in += 2 + len(m["raw"])
+                    if slow.id in m["entries"]:
+                        seen = True
+                    elif seen:
+                        gone_at = time.monotonic()
+            sent += 1
+        check(gone_at is not None, "the slow reader was never closed")
+        rate = bytes_in / max(gone_at - t_stop, 0.001)
+        bound = stall + 0.05 + (rcvbuf + 2 * 2 * sndbuf) / rate
+        took = gone_at - t_stop
+        check(took <= bound + SLACK,
+              "closed after %.2f s, the bound is %.2f s" % (took, bound))
+        print("     slow reader closed after %.2f s (bound %.2f s)" %
+              (took, bound))
+        # It reads again: the end comes at once (a reset, or the end of
+        # what was in its buffer), not seconds of silence.
+        t0 = time.monotonic()
+        while not slow.eof:
+            check(time.monotonic() - t0 < SLACK,
+                  "the slow reader did not learn of its close")
+            slow.fill(0.2)
+        check(slow.reset, "closed with a FIN, not a reset")
+        slow.close()
+        good.close()
+    finally:
+        srv.stop()
+
+
+def t_deadlines():
+    srv = Server("--hello-timeout=300ms", "--idle-timeout=800ms")
+    try:
+        silent = Client(srv)
+        half = Client(srv)
+        half.s.sendall(struct.pack("<H", 5) + bytes([HELLO, 1]))
+        idle = Client(srv)
+        idle.hello()
+        busy = Client(srv)
+        busy.hello()
+        t0 = time.monotonic()
+        silent.expect_closed("hello_timeout", 3)
+        half.expect_closed("hello_timeout", 3)
+        took = time.monotonic() - t0
+        check(0.2 <= took <= 1.5 + SLACK,
+              "hello deadline after %.2f s" % took)
+        # busy pings every 200 ms: it stays.
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            busy.ping_sync()
+            time.sleep(0.2)
+        idle.expect_closed("idle", 3)
+        took = time.monotonic() - t0
+        check(0.7 <= took <= 3.0 + SLACK,
+              "idle deadline after %.2f s" % took)
+        busy.ping_sync()
+        busy.close()
+    finally:
+        srv.stop()
+
+
+TESTS = [t_normal_play, t_bad_inputs, t_pipelined, t_slow_reader,
+         t_deadlines]
+
+
+def main():
+    only = os.environ.get("ARENA_CONFORMANCE_ONLY")
+    failed = 0
+    for t in TESTS:
+        if only and only not in t.__name__:
+            continue
+        t0 = time.monotonic()
+        try:
+            t()
+            print("ok   %-16s %.1f s" % (t.__name__[2:],
+                                        time.monotonic() - t0))
+        except (Failed, OSError) as e:
+            failed += 1
+            print("FAIL %-16s %s" % (t.__name__[2:], e))
+            sys.stderr.write("arena_conformance: %s: %s\n" %
+                             (t.__name__[2:], e))
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The arena's black-box conformance test: tests/arena_conformance.py, a
+ * client written from tools/arena/PROTOCOL.md in Python's standard
+ * library, plays against the ao-arena of $AO_TOOLS_DIR (make check sets
+ * it; without it every test is skipped).  One CMocka test per scenario
+ * of the script, each its own run of /usr/bin/python3, bounded in time;
+ * the script starts ao-arena itself on a free loopback port.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "helpers.h"
+
+#define PYTHON "/usr/bin/python3"
+#define SCRIPT "tests/arena_conformance.py"
+
+static char arena_path[4096];
+static bool have_arena;
+
+/* Sanitizers slow the server down: more slack on the timed bounds. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SLACK "3"
+#else
+#define SLACK "0.5"
+#endif
+
+static void scenario(const char *name)
+{
+	char cmd[8192], line[512];
+	FILE *f;
+	int st;
+
+	if (!have_arena)
+		skip();
+	assert_true(access(PYTHON, X_OK) == 0);
+	assert_true(access(SCRIPT, R_OK) == 0);
+	snprintf(cmd, sizeof(cmd),
+		 "ARENA_CONFORMANCE_ONLY=%s ARENA_CONFORMANCE_SLACK=%s "
+		 "timeout -k 5 120 " PYTHON " " SCRIPT " '%s' 2>&1",
+		 name, SLACK, arena_path);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		print_message("%s", line);
+	st = pclose(f);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* Ticks, exact prediction, chat lines once, the same snapshot bytes. */
+static void test_normal_play(void **state)
+{
+	(void)state;
+	scenario("normal_play");
+}
+
+/* Each bad input: its error message, then the close; others untouched. */
+static void test_bad_inputs(void **state)
+{
+	(void)state;
+	scenario("bad_inputs");
+}
+
+/* Pipelined rejoins however cut, refused joins followed by inputs. */
+static void test_pipelined(void **state)
+{
+	(void)state;
+	scenario("pipelined");
+}
+
+/* A slow reader: closed within the bound, and learns of it at once. */
+static void test_slow_reader(void **state)
+{
+	(void)state;
+	scenario("slow_reader");
+}
+
+/* The hello and idle deadlines. */
+static void test_deadlines(void **state)
+{
+	(void)state;
+	scenario("deadlines");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_normal_play),
+		cmocka_unit_test(test_bad_inputs),
+		cmocka_unit_test(test_pipelined),
+		cmocka_unit_test(test_slow_reader),
+		cmocka_unit_test(test_deadlines),
+	};
+	const char *dir = getenv("AO_TOOLS_DIR");
+
+	if (dir && *dir) {
+		snprintf(arena_path, sizeof(arena_path), "%s/arena/ao-arena",
+			 dir);
+		have_arena = access(arena_path, X_OK) == 0;
+	}
+	if (!have_arena)
+		print_message("AO_TOOLS_DIR unset or without ao-arena: "
+			      "skipping\n");
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
