@@ -458,7 +458,7 @@ void io_ring_accepted(struct io_ring *r, int fd)
 		close(fd);
 		return;
 	}
-	/* Small packets: no Nagle (see the 40 ms measurement). */
+	/* Small packets: no Nagle (its 40 ms delayed-ACK stall per reply). */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (srv->cfg.sock_rcvbuf > 0)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &srv->cfg.sock_rcvbuf,

@@ -1083,7 +1083,7 @@ static void test_misbehave_usage(void **state)
 
 /*
  * A bad echo server: every 20th read goes back to another open
- * connection (the bug of the issue: one client's data handed to another).
+ * connection (the bug this catches: one client's data handed to another).
  */
 static void __attribute__((noreturn)) cross_serve(int lfd)
 {

@@ -128,7 +128,7 @@ run ec-bug3 eventcount 'invalid end state' safety -DBUG=3
 # The executor (core/exec.c): scenario 1, one gate item per worker
 # submitted from outside (test_gate_per_worker), and scenario 2, external
 # producers and items that submit a child from their worker (test_xo_*).
-# -DCURRENT=1 is core/exec.c before 1d1ff92, without the refill notify
+# -DCURRENT=1 is core/exec.c without the refill notify
 # (see exec.pml): spin finds the gate left queued while a worker sleeps.
 run exec-gates-steal2 exec ok safety -DSCEN=1
 run exec-gates-shared2 exec ok safety -DSCEN=1 -DSTEAL=0
