@@ -334,7 +334,7 @@ tool-objs = $(patsubst %.c,$(out)%.o,$(filter-out tools/$(1)/main.c, \
 # libaorta: static archives resolve in order).
 test-links-test_load		:= $(call tool-objs,load) $(tools-lib)
 test-links-test_load_hist	:= $(tools-lib)
-test-links-test_arena		:= $(tools-lib)
+test-links-test_arena		:= $(out)tools/arena/room.o $(tools-lib)
 test-links-test_arena_proto	:= $(tools-lib)
 test-links-test_tools		:= $(out)tools/bench/child.o
 test-links-test_bots		:= $(out)tools/bots/bot.o $(tools-lib)

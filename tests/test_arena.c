@@ -31,7 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <aorta/core/timer.h>
-#include "../tools/arena/room.c"
+#include "../tools/arena/room.h"
 #include "helpers.h"
 
 static struct arena *arena;

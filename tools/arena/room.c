@@ -63,125 +63,13 @@
 #include <aorta/io/conn.h>
 #include <aorta/io/server.h>
 #include <aorta/sync/spinlock.h>
-#include "arena.h"
+#include "room.h"
 
 #define NS 1000000000ull
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define ADD(x, n) __atomic_fetch_add(&(x), (n), __ATOMIC_RELAXED)
 #define SUB(x, n) __atomic_fetch_sub(&(x), (n), __ATOMIC_RELAXED)
-
-enum ev_kind { EV_JOIN, EV_INPUT, EV_CHAT, EV_LEAVE, EV_GONE };
-
-struct player;
-
-struct event {
-	struct player *p;
-	uint8_t kind;
-	uint8_t dir;
-	uint32_t seq;
-	struct ao_buf *buf; /* chat: the packet (a reference) */
-};
-
-struct inbox {
-	struct event *ev;
-	uint32_t n, cap;
-};
-
-struct room {
-	struct arena *a;
-	uint32_t id; /* 1, 2, ... */
-	struct ao_strand strand;
-	struct ao_timer tick;
-	struct ao_spinlock lock; /* the inbox */
-	struct inbox in;
-	uint32_t reserved; /* lobby lock: players admitted, not yet out */
-	uint32_t count; /* members (written by the strand, read racily) */
-	/* The strand's. */
-	struct inbox work;
-	struct player **members;
-	uint32_t nmembers;
-	struct player **joiners, **leavers, **gone;
-	uint32_t njoiners, nleavers, ngone;
-	struct event *chats;
-	uint32_t nchats, cap_chats;
-	uint32_t chat_seq;
-};
-
-enum pstate { P_NEW, P_LOBBY, P_ROOM, P_LEAVING };
-
-/*
- * A player's state is the server's view (state: where its room has got
- * to) next to the client's (in: a join sent and no leave since, as the
- * client sees it whatever the server has applied).  Messages are checked
- * against the client's view, so that their order alone decides, not the
- * TCP segmentation nor the ticks:
- *
- *   in   state      join       input, chat, leave
- *   no   LOBBY      picked     order
- *   no   LEAVING    deferred   order
- *   yes  ROOM       order      to the room's inbox
- *   yes  LEAVING    order      deferred (after a join deferred)
- *   yes  LOBBY      picked     dropped (its join was refused)
- *
- * Deferred messages wait on the player until its leave is applied
- * (hand_over()), then go to the next room in order, or are dropped if
- * that join is refused.
- */
-struct player {
-	struct arena *a;
-	struct ao_conn *conn; /* a reference, put when freed */
-	struct ao_spinlock lock;
-	/* Under lock. */
-	enum pstate state;
-	struct room *room; /* P_ROOM: joined or joining; P_LEAVING: left */
-	bool in; /* the client's view: a join sent, no leave since */
-	bool closed;
-	struct inbox deferred; /* P_LEAVING: what comes after the leave */
-	/* The handler's. */
-	bool hello; /* hello taken (atomic: the deadline timer reads it) */
-	uint32_t id;
-	uint32_t last_seq; /* the last input seq taken */
-	uint32_t pending; /* atomic: inputs and chats not applied yet */
-	int closing; /* atomic: the arena decided to close it (once) */
-	/* The hello and idle deadlines: a timer on a worker. */
-	struct ao_timer timer;
-	uint64_t opened_ns;
-	uint64_t last_msg_ns; /* atomic: the last complete message */
-	int timer_dead; /* atomic: being freed, do not re-arm */
-	/* The rooms' (one room's strand at a time). */
-	struct room *member_of;
-	uint32_t slot;
-	uint16_t x, y;
-	uint16_t spawn_x, spawn_y; /* where this stay started (joined) */
-	uint32_t applied_seq;
-	uint32_t last_tick;
-	bool has_tick;
-	bool stalled;
-	uint64_t stall_since;
-};
-
-struct arena {
-	struct arena_opts o;
-	struct ao_exec *exec;
-	struct ao_timers *timers;
-	struct ao_bufpool *pool;
-	struct ao_server *srv;
-	struct ap_world world;
-	uint64_t period;
-	uint64_t base; /* tick t of a room is due at base + t period + phase */
-	size_t buf_size;
-
-	struct ao_spinlock lobby; /* the rooms and their reserved counts */
-	struct room **rooms;
-	uint32_t nrooms, cap_rooms;
-	bool stopping; /* no room is made any more */
-
-	uint32_t next_id; /* atomic */
-	struct ao_spinlock hist_lock;
-	struct hist late, work;
-	struct arena_stats st; /* counters: relaxed atomics */
-};
 
 static const char *const close_names[AC_NR] = {
 	[AC_BAD_TYPE] = "bad_type",
