@@ -150,9 +150,6 @@ enum {
 	OPT_STALL,
 	OPT_STALL_AFTER,
 	OPT_SEED,
-	OPT_JSON,
-	OPT_HIST,
-	OPT_PROGRESS,
 };
 
 static const struct option long_opts[] = {
@@ -174,9 +171,9 @@ static const struct option long_opts[] = {
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "engine", required_argument, NULL, 'e' },
 	{ "threads", required_argument, NULL, 't' },
-	{ "json", no_argument, NULL, OPT_JSON },
-	{ "hist", required_argument, NULL, OPT_HIST },
-	{ "progress", required_argument, NULL, OPT_PROGRESS },
+	{ "json", no_argument, NULL, CLI_OPT_JSON },
+	{ "hist", required_argument, NULL, CLI_OPT_HIST },
+	{ "progress", required_argument, NULL, CLI_OPT_PROGRESS },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -274,20 +271,10 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 			o->threads = (uint32_t)need_count("threads", optarg, 1,
 							  MAX_THREADS);
 			break;
-		case OPT_JSON:
-			o->json = true;
-			break;
-		case OPT_HIST:
-			o->hist_path = optarg;
-			break;
-		case OPT_PROGRESS:
-			o->progress = need_progress(optarg);
-			break;
-		case 'q':
-			o->progress = 0;
-			break;
-		default: /* -h, -V, errors */
-			cli_option(c, argv, usage);
+		default: /* the report options; -h, -V, errors */
+			if (!cli_report_option(c, optarg, &o->json,
+					       &o->hist_path, &o->progress))
+				cli_option(c, argv, usage);
 		}
 	}
 	cli_no_operands(argc, argv);

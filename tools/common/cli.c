@@ -140,6 +140,26 @@ int need_progress(const char *s)
 	bad_usage("--progress: '%s' is not auto, always or never", s);
 }
 
+bool cli_report_option(int c, const char *arg, bool *json,
+		       const char **hist_path, int *progress)
+{
+	switch (c) {
+	case CLI_OPT_JSON:
+		*json = true;
+		return true;
+	case CLI_OPT_HIST:
+		*hist_path = arg;
+		return true;
+	case CLI_OPT_PROGRESS:
+		*progress = need_progress(arg);
+		return true;
+	case 'q':
+		*progress = 0;
+		return true;
+	}
+	return false;
+}
+
 bool cli_progress(int progress, bool json)
 {
 	return progress > 0 || (progress < 0 && !json && isatty(1));

@@ -68,6 +68,11 @@ int need_progress(const char *s);
 /* Whether to print progress lines: --progress (need_progress()), or with
  * auto when the result is not JSON and stdout is a terminal. */
 bool cli_progress(int progress, bool json);
+/* The clients' report options: --json, --hist=FILE, --progress=WHEN and
+ * -q, under these long-option codes.  True if c was one of them. */
+enum { CLI_OPT_JSON = 1024, CLI_OPT_HIST, CLI_OPT_PROGRESS };
+bool cli_report_option(int c, const char *arg, bool *json,
+		       const char **hist_path, int *progress);
 /*
  * --address and --port of a client into *sa and *len (parse_addr()), or a
  * usage error.
