@@ -42,7 +42,8 @@
  *
  * How long a waiter can be passed over: barging (a spinning newcomer taking
  * the lock just released to a sleeper) is what makes the lock fast, and it
- * is unbounded in the seed's lock.  Here, once a sleeper has waited
+ * is unbounded in the 2006 server's spin-yield-sleep lock that
+ * tools/bench/lockbench compares against.  Here, once a sleeper has waited
  * starve_ns it sets STARVING: from then on no newcomer may take the lock and
  * each unlock hands it to the futex queue, which the kernel wakes in FIFO
  * order, so the starving sleeper waits at most starve_ns plus one critical
@@ -90,12 +91,11 @@ static struct {
 /*
  * Cap of the phase-1 backoff, in time: long enough that a handful of
  * spinners do not keep the line bouncing, short enough that a released
- * lock is noticed within a fraction of a 1 us critical section.  Measured
- * (lockbench, 4 and 16 threads, paired with 500): 150 ns gave 0.86x/0.81x
- * with 50 ns sections and 1.05x/1.22x with 1 us ones; 1000 and 2000 ns
- * 0.93x..1.19x: a short cap favours long sections (the waiter sees the
- * release sooner), a long one short sections (the holder re-takes the
- * lock without the line moving), and neither by more than the noise.
+ * lock is noticed within a fraction of a 1 us critical section.  A short
+ * cap favours long sections (the waiter sees the release sooner), a long
+ * one short sections (the holder re-takes the lock without the line
+ * moving); lockbench showed neither by more than the noise (the figures
+ * are in docs/PERFORMANCE.md).
  */
 #define BACKOFF_MAX_NS 500u
 
@@ -105,16 +105,12 @@ static struct {
  * every cpu_relax() instead of backing off.  At the cap the backoff leaves
  * a released lock free for up to BACKOFF_MAX_NS, about 190 ns on average
  * (the jitter), on every hand-over: a fifth of a 1 us section when threads
- * come back before the section ends (lockbench's short scenario, issue
- * 17).  A lone poller only reads the word, which the holder does not
- * write until it unlocks, so it costs the holder the one miss the
- * backoff's last poll cost; later spinners, not alone, still back off.
- * Measured (paired with main, 1 s cells, 4 rounds): short scenario, 1 us
- * sections, +12% at 4 threads and +8% at 16; 300 ns instead of 500 gave
- * the same; the even scenario unchanged within the noise (a long wait
- * there is a holder re-taking the lock between polls, which polling
- * sooner did not change measurably).  In two default lockbench runs the
- * short 1 us cells went from 0.84-0.91x the seed to 0.95-1.03x.
+ * come back before the section ends (lockbench's short scenario).  A
+ * lone poller only reads the word, which the holder does not write until
+ * it unlocks, so it costs the holder the one miss the backoff's last poll
+ * cost; later spinners, not alone, still back off.  In lockbench this
+ * raised the short scenario's 1 us cells by about a tenth and left the
+ * even scenario unchanged (docs/PERFORMANCE.md).
  */
 #define DENSE_AFTER_NS BACKOFF_MAX_NS
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Instructions per uncontended lock+unlock pair, counted by callgrind, with
-# the lock statistics compiled out (issue #2: aorta must take at most 12).
+# the lock statistics compiled out (aorta must take at most 12).
 #
 #	sh tools/bench/lockbench-insns.sh [N]
 #

@@ -23,27 +23,14 @@
 #include <aorta/cleanup.h>
 
 /*
- * Defaults, measured on a 2-core AMD EPYC VM (Zen 5, kernel 6.18, PAUSE
- * ~19 ns, sched_yield() ~1.3 us) with tools/bench/lockbench: 50 ns and
- * 1 us critical sections, as much work between, 1 s cells; alternatives
- * were run side by side with the default and compared as the median of
- * paired ratios, because the machine is shared and one cell's throughput
- * moves by +-20% from one second to the next.
- *
- * SPIN_NS: 10 us covers a few 1 us sections.  3 us gave 1.06x / 0.96x
- * (50 ns / 1 us, 16 threads), 30 us 0.85x..1.07x: no better, and the spin
- * is most of the CPU a waiter burns when the holder sleeps (27 us of 10 us
- * spin, 4 yields and a futex wait, p50, in the 20 ms hand-off test).
- *
- * YIELDS: 4.  64 and 1000 gave no throughput gain beyond the noise at 4
- * and 16 threads, and each yield costs ~1.3 us of CPU when nothing else
- * wants the CPU (the seed's 4000 burn ~5 ms per long wait).
- *
- * STARVE_NS: 1 ms.  0.25 ms gave 0.85x / 1.04x throughput and the same
- * fairness (0.40 vs 0.38, 0.55 vs 0.53 at 16 threads): per-thread counts
- * follow per-thread CPU time, which the scheduler decides (lockbench's
- * cpuf column), not the hand-off.  The worst wait it allows stays far
- * below pthread_mutex's (50-165 ms vs 130-215 ms at 16 threads).
+ * Defaults, each chosen with tools/bench/lockbench against alternatives
+ * run side by side (the figures are in docs/PERFORMANCE.md, "The lock"):
+ * SPIN_NS covers a few 1 us critical sections, and a longer spin is only
+ * CPU burnt while a holder sleeps; YIELDS is small because a yield costs
+ * about a microsecond of CPU when nothing else wants the CPU (the 2006
+ * server's lock that lockbench compares against yields 4000 times, ~5 ms
+ * of CPU per long wait); STARVE_NS bounds how long a sleeper may be
+ * passed over, well below pthread_mutex's worst waits.
  */
 #define AO_SPIN_DEFAULT_SPIN_NS 10000u /* phase 1 budget: 10 us */
 #define AO_SPIN_DEFAULT_YIELDS 4u /* phase 2: sched_yield() calls */
