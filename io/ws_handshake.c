@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The HTTP/1.1 side of WebSocket: the upgrade request (RFC 6455 section
+ * 4.2.1) and plain GET requests on the same port, and the answers.
+ *
+ * io_http_parse() is given everything received so far.  It looks for the
+ * end of the head (CRLF CRLF) only in the bytes it has not searched yet
+ * (req->scanned), so a client sending a byte at a time costs a linear
+ * amount of work, and bounds the head at cfg->max_request (413).  Once the
+ * head is complete it is parsed once, strictly: CRLF line ends, no folded
+ * lines, no control characters, no body (a GET with Content-Length other
+ * than 0 or with Transfer-Encoding is refused, so that no bytes of a body
+ * are ever read as frames).
+ *
+ * An upgrade needs GET, HTTP/1.1 (or a later 1.x), Host, Upgrade with the
+ * token "websocket", Connection with the token "upgrade" (both lists,
+ * case-insensitive, possibly over several header lines), one
+ * Sec-WebSocket-Key that is the base64 of 16 bytes, and
+ * Sec-WebSocket-Version 13 (426 naming 13 for another version, 400 when
+ * missing).  The subprotocol is the first of the server's list, in the
+ * server's order of preference, that the client offered; none offered or
+ * none in common leaves it unset (the caller decides whether to refuse).
+ * Sec-WebSocket-Extensions is ignored: permessage-deflate is declined by
+ * not answering it (see io/ws.c).  A GET without Upgrade: websocket is a
+ * plain request, for /metrics and static files.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "ws_priv.h"
+
+/* RFC 9110 tchar. */
+static bool is_tchar(uint8_t c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9'))
+		return true;
+	return c && strchr("!#$%&'*+-.^_`|~", c);
+}
+
+static uint8_t lower(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : c;
+}
+
+static bool eq_nocase(const uint8_t *p, size_t n, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!s[i] || lower(p[i]) != lower((uint8_t)s[i]))
+			return false;
+	return s[n] == '\0';
+}
+
+static bool is_ows(uint8_t c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/*
+ * Call fn on each element of a comma-separated list, trimmed; empty
+ * elements are skipped (RFC 9110 section 5.6.1).  Stops when fn returns
+ * true and returns true then.
+ */
+static bool list_any(const uint8_t *p, size_t n,
+		     bool (*fn)(const uint8_t *, size_t, void *), void *arg)
+{
+	size_t i = 0, s, e;
+
+	while (i < n) {
+		s = i;
+		while (i < n && p[i] != ',')
+			i++;
+		e = i++;
+		while (s < e && is_ows(p[s]))
+			s++;
+		while (e > s && is_ows(p[e - 1]))
+			e--;
+		if (e > s && fn(p + s, e - s, arg))
+			return true;
+	}
+	return false;
+}
+
+static bool token_is(const uint8_t *p, size_t n, void *arg)
+{
+	return eq_nocase(p, n, arg);
+}
+
+struct proto_pick {
+	const struct io_http_cfg *cfg;
+	int best;
+};
+
+static bool proto_offer(const uint8_t *p, size_t n, void *arg)
+{
+	struct proto_pick *pp = arg;
+	unsigned int i;
+
+	/* Subprotocol names are case-sensitive (section 4.1). */
+	for (i = 0; i < pp->cfg->n_protocols; i++) {
+		const char *s = pp->cfg->protocols[i];
+
+		if ((int)i < pp->best && strlen(s) == n && !memcmp(s, p, n))
+			pp->best = (int)i;
+	}
+	return false;
+}
+
+static int http_fail(struct io_http_req *req, int status)
+{
+	req->kind = IO_HTTP_NONE;
+	req->status = status;
+	return status == 413 ? -EMSGSIZE : -EPROTO;
+}
+
+/* What the header lines said. */
+struct http_head {
+	unsigned int hosts, keys, versions;
+	bool up_ws, conn_up, body;
+	const uint8_t *key, *version;
+	size_t key_len, version_len;
+	struct proto_pick pick;
+};
+
+static void http_header(struct http_head *h, const uint8_t *name, size_t nlen,
+			const uint8_t *v, size_t vlen)
+{
+	if (eq_nocase(name, nlen, "host")) {
+		h->hosts++;
+	} else if (eq_nocase(name, nlen, "upgrade")) {
+		if (list_any(v, vlen, token_is, "websocket"))
+			h->up_ws = true;
+	} else if (eq_nocase(name, nlen, "connection")) {
+		if (list_any(v, vlen, token_is, "upgrade"))
+			h->conn_up = true;
+	} else if (eq_nocase(name, nlen, "sec-websocket-key")) {
+		h->keys++;
+		h->key = v;
+		h->key_len = vlen;
+	} else if (eq_nocase(name, nlen, "sec-websocket-version")) {
+		h->versions++;
+		h->version = v;
+		h->version_len = vlen;
+	} else if (eq_nocase(name, nlen, "sec-websocket-protocol")) {
+		list_any(v, vlen, proto_offer, &h->pick);
+	} else if (eq_nocase(name, nlen, "content-length")) {
+		if (vlen != 1 || v[0] != '0')
+			h->body = true;
+	} else if (eq_nocase(name, nlen, "transfer-encoding")) {
+		h->body = true;
+	}
+}
+
+/* The request line: method SP target SP version.  0 or an HTTP status. */
+static int http_request_line(const uint8_t *p, size_t n,
+			     struct io_http_req *req)
+{
+	size_t i = 0, m, t0, t1;
+
+	while (i < n && is_tchar(p[i]))
+		i++;
+	m = i;
+	if (m == 0 || i >= n || p[i] != ' ')
+		return 400;
+	t0 = ++i;
+	while (i < n && p[i] > 0x20 && p[i] < 0x7f)
+		i++;
+	t1 = i;
+	if (t1 == t0 || i >= n || p[i] != ' ')
+		return 400;
+	i++;
+	/* HTTP/1.x; a version is two digits (RFC 9112 section 2.3). */
+	if (n - i != 8 || memcmp(p + i, "HTTP/", 5) || p[i + 6] != '.' ||
+	    p[i + 5] < '0' || p[i + 5] > '9' || p[i + 7] < '0' ||
+	    p[i + 7] > '9')
+		return 400;
+	if (p[i + 5] != '1')
+		return 505;
+	req->http10 = p[i + 7] == '0';
+	if (m != 3 || memcmp(p, "GET", 3))
+		return 405;
+	/* Origin-form only: a path (absolute-form is for proxies). */
+	if (p[t0] != '/')
+		return 400;
+	req->path = (const char *)p + t0;
+	req->path_len = t1 - t0;
+	return 0;
+}
+
+/* The end of the head (just past CRLF CRLF), or 0 if not found yet. */
+static size_t http_find_end(const uint8_t *buf, size_t len, size_t *scanned)
+{
+	size_t i = *scanned > 3 ? *scanned - 3 : 0;
+
+	for (; i + 4 <= len; i++) {
+		if (buf[i + 3] != '\n') {
+			/* Skip ahead: a '\n' at i+3 is needed. */
+			continue;
+		}
+		if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r')
+			return i + 4;
+	}
+	*scanned = len;
+	return 0;
+}
+
+int io_http_parse(const struct io_http_cfg *cfg, const uint8_t *buf, size_t len,
+		  struct io_http_req *req)
+{
+	size_t max = cfg->max_request ? cfg->max_request : IO_HTTP_MAX_REQUEST;
+	struct http_head h = { .pick = { .cfg = cfg, .best = -1 } };
+	size_t end, i, ls, le;
+	uint8_t dec[18];
+	int st;
+
+	req->kind = IO_HTTP_NONE;
+	req->protocol = -1;
+	end = http_find_end(buf, len, &req->scanned);
+	if (!end)
+		return len >= max ? http_fail(req, 413) : 0;
+	if (end > max)
+		return http_fail(req, 413);
+	h.pick.best = (int)cfg->n_protocols;
+
+	/* Lines: [ls, le) without the CRLF; the head ends in an empty one. */
+	for (i = 0; i < end; i++)
+		if (buf[i] == '\n' && (i == 0 || buf[i - 1] != '\r'))
+			return http_fail(req, 400);
+	le = 0;
+	while (buf[le] != '\r')
+		le++;
+	if (buf[le + 1] != '\n')
+		return http_fail(req, 400);
+	st = http_request_line(buf, le, req);
+	if (st)
+		return http_fail(req, st);
+	for (ls = le + 2; ls < end - 2; ls = le + 2) {
+		size_t c, vs, ve;
+
+		for (le = ls; buf[le] != '\r'; le++)
+			;
+		/* A bare CR, a folded line, a control character, a name
+		 * that is not a token, or no colon. */
+		if (buf[le + 1] != '\n')
+			return http_fail(req, 400);
+		for (c = ls; c < le && is_tchar(buf[c]); c++)
+			;
+		if (c == ls || c == le || buf[c] != ':')
+			return http_fail(req, 400);
+		for (vs = c + 1; vs < le; vs++)
+			if (buf[vs] < 0x20 && buf[vs] != '\t')
+				return http_fail(req, 400);
+		for (vs = c + 1; vs < le && is_ows(buf[vs]); vs++)
+			;
+		for (ve = le; ve > vs && is_ows(buf[ve - 1]); ve--)
+			;
+		if (memchr(buf + ls, 0x7f, le - ls))
+			return http_fail(req, 400);
+		http_header(&h, buf + ls, c - ls, buf + vs, ve - vs);
+	}
+	if (h.body || h.hosts > 1 || (!req->http10 && !h.hosts))
+		return http_fail(req, 400);
+	if (!h.up_ws) {
+		req->kind = IO_HTTP_GET;
+		return (int)end;
+	}
+	if (req->http10 || !h.conn_up || h.keys != 1 || h.versions > 1)
+		return http_fail(req, 400);
+	if (h.versions == 0)
+		return http_fail(req, 400);
+	if (h.version_len != 2 || memcmp(h.version, "13", 2))
+		return http_fail(req, 426);
+	if (h.key_len != IO_WS_KEY_LEN ||
+	    io_base64_decode((const char *)h.key, h.key_len, dec,
+			     sizeof(dec)) != 16)
+		return http_fail(req, 400);
+	memcpy(req->key, h.key, IO_WS_KEY_LEN);
+	req->key[IO_WS_KEY_LEN] = '\0';
+	if (h.pick.best < (int)cfg->n_protocols)
+		req->protocol = h.pick.best;
+	req->kind = IO_HTTP_UPGRADE;
+	return (int)end;
+}
+
+int io_http_sniff(const uint8_t *buf, size_t len)
+{
+	static const char get[] = "GET ";
+	size_t i;
+
+	for (i = 0; i < len && i < 4; i++)
+		if (buf[i] != (uint8_t)get[i])
+			return 0;
+	return len < 4 ? -EAGAIN : 1;
+}
+
+void io_ws_accept(const char *key, size_t key_len,
+		  char out[IO_WS_ACCEPT_LEN + 1])
+{
+	static const char guid[] = IO_WS_GUID;
+	uint8_t d[IO_SHA1_LEN];
+	struct io_sha1 s;
+
+	io_sha1_init(&s);
+	io_sha1_update(&s, key, key_len);
+	io_sha1_update(&s, guid, sizeof(guid) - 1);
+	io_sha1_final(&s, d);
+	io_base64_encode(d, sizeof(d), out);
+}
+
+/* snprintf's result as ours: the length, or -ENOSPC if truncated. */
+static int fit(int n, size_t cap)
+{
+	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
+}
+
+int io_ws_write_accept(char *dst, size_t cap, const struct io_http_cfg *cfg,
+		       const struct io_http_req *req)
+{
+	char acc[IO_WS_ACCEPT_LEN + 1];
+	const char *proto = NULL;
+
+	if (req->kind != IO_HTTP_UPGRADE)
+		return -EINVAL;
+	if (req->protocol >= 0 &&
+	    (unsigned int)req->protocol < cfg->n_protocols)
+		proto = cfg->protocols[req->protocol];
+	io_ws_accept(req->key, strlen(req->key), acc);
+	return fit(snprintf(dst, cap,
+			    "HTTP/1.1 101 Switching Protocols\r\n"
+			    "Upgrade: websocket\r\n"
+			    "Connection: Upgrade\r\n"
+			    "Sec-WebSocket-Accept: %s\r\n"
+			    "%s%s%s"
+			    "\r\n",
+			    acc, proto ? "Sec-WebSocket-Protocol: " : "",
+			    proto ? proto : "", proto ? "\r\n" : ""),
+		   cap);
+}
+
+const char *io_http_reason(int status)
+{
+	switch (status) {
+	case 101:
+		return "Switching Protocols";
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Content Too Large";
+	case 426:
+		return "Upgrade Required";
+	case 505:
+		return "HTTP Version Not Supported";
+	default:
+		return "Error";
+	}
+}
+
+int io_http_write_error(char *dst, size_t cap, int status)
+{
+	const char *extra = status == 405 ? "Allow: GET\r\n" :
+			    status == 426 ? "Sec-WebSocket-Version: 13\r\n"
+					    "Upgrade: websocket\r\n" :
+					    "";
+
+	if (status < 100 || status > 599)
+		return -EINVAL;
+	return fit(snprintf(dst, cap,
+			    "HTTP/1.1 %d %s\r\n"
+			    "%s"
+			    "Content-Length: 0\r\n"
+			    "Connection: close\r\n"
+			    "\r\n",
+			    status, io_http_reason(status), extra),
+		   cap);
+}
