@@ -21,7 +21,8 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$src" || exit 1
 
 # target: max_len
-targets='framer:4096 proto:256 load:1024 echo:512 arena:4096'
+targets='framer:4096 proto:256 load:1024 echo:512 arena:4096
+	ws_frame:4096 ws_upgrade:2048'
 n=$(echo $targets | wc -w)
 share=$((time / n))
 [ "$share" -ge 1 ] || share=1
