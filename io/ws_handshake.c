@@ -59,33 +59,37 @@ static bool is_ows(uint8_t c)
 }
 
 /*
- * Call fn on each element of a comma-separated list, trimmed; empty
- * elements are skipped (RFC 9110 section 5.6.1).  Stops when fn returns
- * true and returns true then.
+ * The next element of a comma-separated list from *i, trimmed, in
+ * [*s, *e); empty elements are skipped (RFC 9110 section 5.6.1).  False
+ * at the end of the list.
  */
-static bool list_any(const uint8_t *p, size_t n,
-		     bool (*fn)(const uint8_t *, size_t, void *), void *arg)
+static bool list_next(const uint8_t *p, size_t n, size_t *i, size_t *s,
+		      size_t *e)
 {
-	size_t i = 0, s, e;
-
-	while (i < n) {
-		s = i;
-		while (i < n && p[i] != ',')
-			i++;
-		e = i++;
-		while (s < e && is_ows(p[s]))
-			s++;
-		while (e > s && is_ows(p[e - 1]))
-			e--;
-		if (e > s && fn(p + s, e - s, arg))
+	while (*i < n) {
+		*s = *i;
+		while (*i < n && p[*i] != ',')
+			(*i)++;
+		*e = (*i)++;
+		while (*s < *e && is_ows(p[*s]))
+			(*s)++;
+		while (*e > *s && is_ows(p[*e - 1]))
+			(*e)--;
+		if (*e > *s)
 			return true;
 	}
 	return false;
 }
 
-static bool token_is(const uint8_t *p, size_t n, void *arg)
+/* Whether the list has this token (case-insensitive). */
+static bool list_has(const uint8_t *p, size_t n, const char *token)
 {
-	return eq_nocase(p, n, arg);
+	size_t i = 0, s, e;
+
+	while (list_next(p, n, &i, &s, &e))
+		if (eq_nocase(p + s, e - s, token))
+			return true;
+	return false;
 }
 
 struct proto_pick {
@@ -93,19 +97,22 @@ struct proto_pick {
 	int best;
 };
 
-static bool proto_offer(const uint8_t *p, size_t n, void *arg)
+/* The offered subprotocols: keep the server's most preferred one. */
+static void list_pick(const uint8_t *p, size_t n, struct proto_pick *pp)
 {
-	struct proto_pick *pp = arg;
-	unsigned int i;
+	size_t i = 0, s, e;
+	unsigned int k;
 
 	/* Subprotocol names are case-sensitive (section 4.1). */
-	for (i = 0; i < pp->cfg->n_protocols; i++) {
-		const char *s = pp->cfg->protocols[i];
+	while (list_next(p, n, &i, &s, &e)) {
+		for (k = 0; k < pp->cfg->n_protocols; k++) {
+			const char *name = pp->cfg->protocols[k];
 
-		if ((int)i < pp->best && strlen(s) == n && !memcmp(s, p, n))
-			pp->best = (int)i;
+			if ((int)k < pp->best && strlen(name) == e - s &&
+			    !memcmp(name, p + s, e - s))
+				pp->best = (int)k;
+		}
 	}
-	return false;
 }
 
 static int http_fail(struct io_http_req *req, int status)
@@ -130,10 +137,10 @@ static void http_header(struct http_head *h, const uint8_t *name, size_t nlen,
 	if (eq_nocase(name, nlen, "host")) {
 		h->hosts++;
 	} else if (eq_nocase(name, nlen, "upgrade")) {
-		if (list_any(v, vlen, token_is, "websocket"))
+		if (list_has(v, vlen, "websocket"))
 			h->up_ws = true;
 	} else if (eq_nocase(name, nlen, "connection")) {
-		if (list_any(v, vlen, token_is, "upgrade"))
+		if (list_has(v, vlen, "upgrade"))
 			h->conn_up = true;
 	} else if (eq_nocase(name, nlen, "sec-websocket-key")) {
 		h->keys++;
@@ -144,7 +151,7 @@ static void http_header(struct http_head *h, const uint8_t *name, size_t nlen,
 		h->version = v;
 		h->version_len = vlen;
 	} else if (eq_nocase(name, nlen, "sec-websocket-protocol")) {
-		list_any(v, vlen, proto_offer, &h->pick);
+		list_pick(v, vlen, &h->pick);
 	} else if (eq_nocase(name, nlen, "content-length")) {
 		if (vlen != 1 || v[0] != '0')
 			h->body = true;
