@@ -317,6 +317,10 @@ static void test_upgrade_protocols(void **state)
 	assert_true(parse1(REQ_OK "Sec-WebSocket-Protocol: arena.v1\r\n\r\n",
 			   &req) > 0);
 	assert_int_equal(req.protocol, 1);
+	assert_true(parse1(REQ_OK "Sec-WebSocket-Protocol: arena.v2, "
+				  "arena.v1\r\n\r\n",
+			   &req) > 0);
+	assert_int_equal(req.protocol, 0);
 	/* No protocol in common, or a different case: none chosen. */
 	assert_true(parse1(REQ_OK "Sec-WebSocket-Protocol: chat\r\n\r\n",
 			   &req) > 0);
@@ -384,6 +388,8 @@ static void test_upgrade_400(void **state)
 	expect_status("GET /play HTTP/1.1\n" REQ_HOST "\r\n", 400);
 	expect_status(REQ_OK "X-A: b\nc\r\n\r\n", 400);
 	expect_status(REQ_OK "X-A: b\rc\r\n\r\n", 400);
+	expect_status(REQ_OK "X-A: b\rXY: c\r\n\r\n", 400);
+	expect_status("GET / HTTP/1.1\rXHost: a\r\n\r\n", 400);
 	expect_status(REQ_OK " folded\r\n\r\n", 400);
 	expect_status(REQ_OK "X A: b\r\n\r\n", 400);
 	expect_status(REQ_OK "X-A : b\r\n\r\n", 400);
