@@ -343,6 +343,8 @@ test-links-test_fuzz_regress	:= $(addprefix $(out)tests/fuzz/fuzz_, \
 				   $(call tool-objs,load) $(tools-lib)
 test-links-test_fuzz_echo	:= $(out)tests/fuzz/fuzz_echo.o \
 				   $(call tool-objs,echo) $(tools-lib)
+test-links-test_ws		:= $(out)tests/fuzz/fuzz_ws_frame.o \
+				   $(out)tests/fuzz/fuzz_ws_upgrade.o
 test-links-test_fuzz_arena	:= $(out)tests/fuzz/fuzz_arena.o \
 				   $(out)tools/bots/bot.o $(tools-lib)
 
@@ -418,7 +420,7 @@ demo-game: deps
 FUZZ_TIME ?= 60
 SOAK_TIME ?= 600
 FUZZ_CC ?= clang
-fuzz-names	:= framer proto load echo arena
+fuzz-names	:= framer proto load echo arena ws_frame ws_upgrade
 fuzz-bins	:= $(patsubst %,$(out)tests/fuzz/fuzz_%,$(fuzz-names))
 fuzz-links-proto := $(tools-lib)
 fuzz-links-load	:= $(call tool-objs,load) $(tools-lib)

@@ -173,7 +173,7 @@ static void wsf_run(struct wsf_log *lg, uint8_t *s, size_t n, uint64_t max,
 	}
 }
 
-static int fuzz_ws_frame(const uint8_t *data, size_t size)
+int fuzz_ws_frame(const uint8_t *data, size_t size)
 {
 	static const uint64_t maxes[] = { 0, 16, 200, 4096 };
 	struct wsf_log a = { 0 }, b = { 0 };
@@ -229,12 +229,3 @@ static int fuzz_ws_frame(const uint8_t *data, size_t size)
 	free(b.msg);
 	return 0;
 }
-
-#ifndef AO_FUZZ_NO_ENTRY
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_ws_frame(data, size);
-}
-#endif

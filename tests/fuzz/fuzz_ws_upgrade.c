@@ -73,7 +73,7 @@ static void wsu_check(const struct io_http_cfg *cfg, const uint8_t *buf,
 		FUZZ_CHECK(strstr(out, cfg->protocols[req->protocol]));
 }
 
-static int fuzz_ws_upgrade(const uint8_t *data, size_t size)
+int fuzz_ws_upgrade(const uint8_t *data, size_t size)
 {
 	static const size_t maxes[] = { 0, 64, 256, 1024 };
 	struct io_http_cfg cfg = { .protocols = wsu_protos, .n_protocols = 3 };
@@ -115,12 +115,3 @@ static int fuzz_ws_upgrade(const uint8_t *data, size_t size)
 	(void)io_http_sniff(data, size);
 	return 0;
 }
-
-#ifndef AO_FUZZ_NO_ENTRY
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_ws_upgrade(data, size);
-}
-#endif
