@@ -976,6 +976,20 @@ static int read_to_end(int fd)
 	}
 }
 
+/* The peer's read ends in a reset, and the server counted one abort. */
+static void expect_reset(struct ao_server *srv, int fd)
+{
+	struct ao_io_stats st;
+	int e = read_to_end(fd);
+
+	get_stats(srv, &st);
+	if (e != ECONNRESET)
+		fail_msg("end %d aborted %lu slow %lu", e,
+			 (unsigned long)st.aborted,
+			 (unsigned long)st.closes[AO_CLOSE_SLOW]);
+	assert_int_equal(st.aborted, 1);
+}
+
 /* A peer that never reads: the close waits linger_ms for the burst to
  * go, then resets the connection (nothing is left queued in the kernel
  * for it, and it learns at once). */
@@ -983,7 +997,6 @@ static void test_close_linger_abort(void **state)
 {
 	struct ao_server_config cfg;
 	struct ao_server *srv;
-	struct ao_io_stats st;
 	uint64_t t0;
 	int fd;
 
@@ -999,18 +1012,7 @@ static void test_close_linger_abort(void **state)
 	WAIT_UNTIL(closes(AO_CLOSE_LOCAL) == 1, 20000);
 	/* Not a timed assertion: a bound that only a hang passes. */
 	assert_true(t_now_ns() - t0 < 20000000000ull);
-	{
-		int e = read_to_end(fd);
-		if (e != ECONNRESET) {
-			struct ao_io_stats x;
-			get_stats(srv, &x);
-			fail_msg("end %d aborted %lu slow %lu", e,
-				 (unsigned long)x.aborted,
-				 (unsigned long)x.closes[AO_CLOSE_SLOW]);
-		}
-	}
-	get_stats(srv, &st);
-	assert_int_equal(st.aborted, 1);
+	expect_reset(srv, fd);
 	close(fd);
 	finish(srv);
 	t_watchdog_disarm();
@@ -1021,7 +1023,6 @@ static void test_close_slow_resets(void **state)
 {
 	struct ao_server_config cfg;
 	struct ao_server *srv;
-	struct ao_io_stats st;
 	int fd;
 
 	mode_config(state, &cfg);
@@ -1032,18 +1033,7 @@ static void test_close_slow_resets(void **state)
 	fd = small_client(ao_server_port(srv));
 	cl_send_pkt(fd, "go", 2);
 	WAIT_UNTIL(closes(AO_CLOSE_SLOW) == 1, 5000);
-	{
-		int e = read_to_end(fd);
-		if (e != ECONNRESET) {
-			struct ao_io_stats x;
-			get_stats(srv, &x);
-			fail_msg("end %d aborted %lu slow %lu", e,
-				 (unsigned long)x.aborted,
-				 (unsigned long)x.closes[AO_CLOSE_SLOW]);
-		}
-	}
-	get_stats(srv, &st);
-	assert_int_equal(st.aborted, 1);
+	expect_reset(srv, fd);
 	close(fd);
 	finish(srv);
 	__atomic_store_n(&t_burst_end, 0, __ATOMIC_RELAXED);
