@@ -47,26 +47,30 @@ static int run(const char *tool, const char *const *args, char **out,
 	       char **err)
 {
 	char path[512];
-	const char *argv[32];
+	char *argv[32]; /* copies: execv() takes char *const[] */
 	int fo = memfd_create("out", 0), fe = memfd_create("err", 0);
 	int i = 0, status;
 	pid_t pid;
 
 	assert_true(fo >= 0 && fe >= 0);
 	snprintf(path, sizeof(path), "%s/%s/ao-%s", tools_dir, tool, tool);
-	argv[i++] = path;
+	argv[i++] = strdup(path);
 	while (*args && i < 31)
-		argv[i++] = *args++;
+		argv[i++] = strdup(*args++);
 	argv[i] = NULL;
+	for (int k = 0; k < i; k++)
+		assert_non_null(argv[k]);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (!pid) {
 		dup2(fo, 1);
 		dup2(fe, 2);
 		alarm(30);
-		execv(path, (char *const *)argv);
+		execv(path, argv);
 		_exit(127);
 	}
+	while (i--)
+		free(argv[i]);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	*out = slurp(fo);
 	*err = slurp(fe);
