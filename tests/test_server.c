@@ -705,10 +705,17 @@ static void test_backpressure(void **state)
 			continue;
 		}
 		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
-		if (!blocked_since)
+		if (!blocked_since) {
 			blocked_since = t_now_ns();
-		else if (t_now_ns() - blocked_since > 300000000ull)
-			break;
+		} else if (t_now_ns() - blocked_since > 300000000ull) {
+			/* Full for 300 ms, and the server says it paused
+			 * (its ring may have been held up, not reading);
+			 * after 20 s blocked the asserts below tell. */
+			get_stats(srv, &st);
+			if (st.pauses >= 1 ||
+			    t_now_ns() - blocked_since > 20000000000ull)
+				break;
+		}
 		t_sleep_ns(1000000);
 	}
 	get_stats(srv, &st);
