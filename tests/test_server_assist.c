@@ -397,8 +397,9 @@ static void test_blocking_handler(void **state)
 	assert_int_equal(ao_exec_create(&ec, &ex), 0);
 	cfg.exec = ex;
 	t_watchdog_arm(120, "assist, blocking handler");
-	srv = start(&cfg);
+	/* Before the server's threads exist (which orders it for TSan). */
 	t_a_ring = t_a_worker = t_a_stuck = t_b_pings = 0;
+	srv = start(&cfg);
 	fd = t_cl_connect(ao_server_port(srv));
 	a = (struct blocker){ .port = ao_server_port(srv), .n = 8 };
 	assert_int_equal(pthread_create(&th, NULL, blocker_fn, &a), 0);
