@@ -358,6 +358,8 @@ void io_conn_retry_held(struct ao_conn *c)
 		}
 		free(h);
 		if (!c->held) {
+			if (c->eof_held)
+				io_conn_eof(c);
 			c->ring->be->rx_update(c->ring, c);
 			io_conn_check_drained(c);
 		}
@@ -368,7 +370,14 @@ void io_conn_eof(struct ao_conn *c)
 {
 	if (c->state != CONN_OPEN)
 		return;
-	if (c->held || ao_framer_partial(&c->framer)) {
+	if (c->held) {
+		/* The FIN came behind input held for want of buffers (the
+		 * receives under way when it stopped): it ends that input,
+		 * so it counts once the input has been fed. */
+		c->eof_held = true;
+		return;
+	}
+	if (ao_framer_partial(&c->framer)) {
 		io_conn_close_input(c, AO_CLOSE_TRUNCATED);
 		return;
 	}

@@ -135,6 +135,7 @@ struct ao_conn {
 	bool no_assist; /* a slow turn: its turns go to the workers */
 	struct ao_conn *turn_next; /* the ring's list of held turns */
 	struct held_rx *held, **held_tail; /* input waiting for buffers */
+	bool eof_held; /* the peer's FIN came behind held input */
 	struct ao_framer framer;
 	struct ao_conn *next, *prev; /* the ring's list of live sockets */
 	struct ao_conn *reap_next; /* the ring's list of conns to free */

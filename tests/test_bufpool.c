@@ -479,6 +479,7 @@ struct waiter_arg {
 	struct ao_bufpool *pool;
 	struct ao_buf *got;
 	uint64_t waited_ns;
+	pid_t tid;
 	int started;
 };
 
@@ -487,10 +488,43 @@ static void *waiter(void *arg)
 	struct waiter_arg *w = arg;
 	uint64_t t0 = t_now_ns();
 
+	w->tid = gettid();
+	/* Pairs with the acquire in wait_asleep(). */
 	__atomic_store_n(&w->started, 1, __ATOMIC_RELEASE);
 	w->got = ao_buf_get_wait(w->pool, 10000000000ll);
 	w->waited_ns = t_now_ns() - t0;
 	return NULL;
+}
+
+/* Is thread tid of this process asleep (state S)?  Preempted, it is R. */
+static bool task_asleep(pid_t tid)
+{
+	char path[64], buf[512];
+	const char *p;
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "r");
+	if (f) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'S';
+}
+
+/*
+ * Wait until the waiter sleeps in ao_buf_get_wait() (10 s at most): a
+ * put made before that would find no one waiting, and a fixed sleep is
+ * not enough when this machine is loaded and the waiter is held up.
+ */
+static void wait_asleep(struct waiter_arg *w)
+{
+	while (!__atomic_load_n(&w->started, __ATOMIC_ACQUIRE))
+		sched_yield();
+	WAIT_UNTIL(task_asleep(w->tid), 10000);
 }
 
 /* A waiter is woken by a put on another thread, long before its timeout. */
@@ -507,9 +541,7 @@ static void test_wait_woken_by_put(void **state)
 	b = ao_buf_get(pool);
 	assert_non_null(b);
 	assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
-	while (!__atomic_load_n(&w.started, __ATOMIC_ACQUIRE))
-		sched_yield();
-	t_sleep_ns(30000000);
+	wait_asleep(&w);
 	ao_buf_put(b);
 	pthread_join(t, NULL);
 	t_watchdog_disarm();
@@ -966,9 +998,7 @@ static void test_cache_wait_woken(void **state)
 		n++;
 	assert_int_equal(n, 1024);
 	assert_int_equal(pthread_create(&t, NULL, waiter, &w), 0);
-	while (!__atomic_load_n(&w.started, __ATOMIC_ACQUIRE))
-		sched_yield();
-	t_sleep_ns(30000000);
+	wait_asleep(&w);
 	ao_buf_put(all[--n]);
 	pthread_join(t, NULL);
 	t_watchdog_disarm();

@@ -202,6 +202,9 @@ struct writer {
 	int fd;
 	const uint8_t *p;
 	size_t n;
+	bool shut; /* then shutdown(SHUT_WR) */
+	int err; /* errno of a failed send (the main thread asserts) */
+	uint32_t done; /* set when it has sent all it will */
 };
 
 static void echo_once(int fd, const char *msg)
@@ -702,10 +705,17 @@ static void test_backpressure(void **state)
 			continue;
 		}
 		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
-		if (!blocked_since)
+		if (!blocked_since) {
 			blocked_since = t_now_ns();
-		else if (t_now_ns() - blocked_since > 300000000ull)
-			break;
+		} else if (t_now_ns() - blocked_since > 300000000ull) {
+			/* Full for 300 ms, and the server says it paused
+			 * (its ring may have been held up, not reading);
+			 * after 20 s blocked the asserts below tell. */
+			get_stats(srv, &st);
+			if (st.pauses >= 1 ||
+			    t_now_ns() - blocked_since > 20000000000ull)
+				break;
+		}
 		t_sleep_ns(1000000);
 	}
 	get_stats(srv, &st);
@@ -1317,19 +1327,45 @@ static void test_rings(void **state)
 
 /* ---- running out of buffers, and out of descriptors ---- */
 
+/* Send w->p in pieces of 1000 bytes.  No assert here (off the main
+ * thread, CMocka would exit): a failed send is left in w->err. */
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
+	size_t off = 0;
 
-	for (size_t off = 0; off < w->n; off += 1000)
-		t_cl_write(w->fd, w->p + off,
-			   w->n - off < 1000 ? w->n - off : 1000);
+	while (off < w->n) {
+		size_t n = w->n - off < 1000 ? w->n - off : 1000;
+		ssize_t r = send(w->fd, w->p + off, n, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			w->err = r < 0 ? errno : EIO;
+			break;
+		}
+		off += (size_t)r;
+	}
+	if (!w->err && w->shut && shutdown(w->fd, SHUT_WR))
+		w->err = errno;
+	/* Pairs with the main thread's acquire load. */
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
-/* A tiny pool and stalled handlers: receives find no buffer (ENOBUFS on
+/*
+ * A tiny pool and stalled handlers: receives find no buffer (ENOBUFS on
  * the buffer ring, or the framer's allocator fails), which is counted and
- * waited out; once the handlers go on, every byte arrives, in order. */
+ * waited out; once the handlers go on, every byte arrives, in order.
+ *
+ * With an idle timeout, the client sends everything and its FIN while
+ * the handlers are stalled (it all fits in the sockets' buffers), and
+ * the handlers stay stalled for several idle timeouts: no idle close,
+ * since the server is not reading.  After that the peer has nothing
+ * more to say, so the server must see its FIN right behind the data,
+ * not wait on a client thread that the scheduler may hold back for
+ * longer than the timeout.
+ */
 static void pool_exhausted(void **state, enum ao_frame_kind kind,
 			   uint32_t ring_buffers, uint32_t idle_ms)
 {
@@ -1364,22 +1400,27 @@ static void pool_exhausted(void **state, enum ao_frame_kind kind,
 	}
 	__atomic_store_n(&t_stall, 1, __ATOMIC_RELEASE);
 	w = (struct writer){ .fd = fd, .p = out, .n = total };
+	w.shut = idle_ms != 0;
 	assert_int_equal(pthread_create(&t, NULL, writer_main, &w), 0);
 	WAIT_UNTIL(({
 			   get_stats(srv, &st);
 			   st.enobufs > 0;
 		   }),
 		   10000);
+	if (idle_ms)
+		WAIT_UNTIL(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE), 10000);
 	/* With an idle timeout, stay stalled for several of them: the
 	 * server is not reading, so the peer is not idle. */
 	t_sleep_ns(idle_ms ? idle_ms * 5000000ull : 20000000);
+	assert_int_equal(closes(AO_CLOSE_IDLE), 0);
 	__atomic_store_n(&t_stall, 0, __ATOMIC_RELEASE);
 	assert_int_equal(t_cl_read(fd, in, total), 0);
 	assert_memory_equal(in, out, total);
-	assert_int_equal(closes(AO_CLOSE_IDLE), 0);
 	pthread_join(t, NULL);
+	assert_int_equal(w.err, 0);
 	close(fd);
 	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	assert_int_equal(closes(AO_CLOSE_IDLE), 0);
 	finish(srv);
 	free(out);
 	free(in);

@@ -174,23 +174,54 @@ static void test_order_bounded(void **state)
 
 /* ---- strands run in parallel with each other ---- */
 
+/*
+ * Each item of strand i marks its strand running and waits until it has
+ * seen the other strand running too (and the test has made its checks
+ * on the busy strands): the two strands then overlap on the two workers
+ * whatever the scheduler does.  If they cannot (strands serialised, one
+ * worker for both), the wait runs out after PAR_WAIT_NS, which fails the
+ * test.  Once they have met, the remaining items just run.
+ */
+#define PAR_WAIT_NS 10000000000ull
+
+struct par {
+	int running[2]; /* items of strand i running now */
+	int met; /* an item saw the other strand running */
+	int go; /* the test checked the strands busy */
+	int gave_up; /* an item waited PAR_WAIT_NS in vain */
+	int doubled; /* a strand ran two of its items at once */
+};
+
 struct slow {
 	struct ao_work work;
-	int *concurrent, *peak;
+	struct par *par;
+	int id;
 };
 
 static void slow_fn(struct ao_work *w)
 {
 	struct slow *s = container_of(w, struct slow, work);
-	int now = __atomic_add_fetch(s->concurrent, 1, __ATOMIC_RELAXED);
-	int peak = __atomic_load_n(s->peak, __ATOMIC_RELAXED);
+	struct par *p = s->par;
+	uint64_t end = t_now_ns() + PAR_WAIT_NS;
 
-	while (now > peak &&
-	       !__atomic_compare_exchange_n(s->peak, &peak, now, false,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-	t_sleep_ns(20000000);
-	__atomic_sub_fetch(s->concurrent, 1, __ATOMIC_RELAXED);
+	/* Seq_cst: this strand's mark and the look at the other's are the
+	 * two sides of a handshake (with the other strand's item doing the
+	 * same): at least one of the two sees the other. */
+	if (__atomic_add_fetch(&p->running[s->id], 1, __ATOMIC_SEQ_CST) != 1)
+		__atomic_store_n(&p->doubled, 1, __ATOMIC_RELAXED);
+	while (!__atomic_load_n(&p->gave_up, __ATOMIC_RELAXED)) {
+		if (__atomic_load_n(&p->running[!s->id], __ATOMIC_SEQ_CST))
+			__atomic_store_n(&p->met, 1, __ATOMIC_RELAXED);
+		if (__atomic_load_n(&p->met, __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&p->go, __ATOMIC_ACQUIRE))
+			break;
+		if (t_now_ns() > end) {
+			__atomic_store_n(&p->gave_up, 1, __ATOMIC_RELAXED);
+			break;
+		}
+		t_sleep_ns(100000);
+	}
+	__atomic_sub_fetch(&p->running[s->id], 1, __ATOMIC_SEQ_CST);
 }
 
 static void test_parallel_strands(void **state)
@@ -198,7 +229,7 @@ static void test_parallel_strands(void **state)
 	struct ao_exec *ex = t_exec_create(AO_EXEC_STEAL, 2, 0, AO_EXEC_BLOCK);
 	struct ao_strand st[2];
 	struct slow items[2][3];
-	int concurrent = 0, peak = 0;
+	struct par par = { .met = 0 };
 
 	(void)state;
 	t_watchdog_arm(30, "parallel strands");
@@ -206,18 +237,22 @@ static void test_parallel_strands(void **state)
 		ao_strand_init(&st[i], ex);
 		for (int k = 0; k < 3; k++) {
 			ao_work_init(&items[i][k].work, slow_fn);
-			items[i][k].concurrent = &concurrent;
-			items[i][k].peak = &peak;
+			items[i][k].par = &par;
+			items[i][k].id = i;
 			assert_int_equal(
 				ao_strand_submit(&st[i], &items[i][k].work), 0);
 		}
 	}
+	/* No item can finish before go. */
 	assert_false(ao_strand_idle(&st[0]));
 	assert_int_equal(ao_strand_destroy(&st[0]), -EBUSY);
+	__atomic_store_n(&par.go, 1, __ATOMIC_RELEASE);
 	assert_int_equal(ao_exec_drain(ex), 0);
 	t_watchdog_disarm();
 	/* Two strands on two workers overlapped; one strand never did. */
-	assert_int_equal(peak, 2);
+	assert_int_equal(par.gave_up, 0);
+	assert_int_equal(par.met, 1);
+	assert_int_equal(par.doubled, 0);
 	assert_int_equal(ao_strand_destroy(&st[0]), 0);
 	assert_int_equal(ao_strand_destroy(&st[1]), 0);
 	assert_int_equal(ao_exec_destroy(ex), 0);

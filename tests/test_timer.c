@@ -938,6 +938,14 @@ static void busy_item(struct ao_work *w)
 }
 
 static int busy_seen = -1;
+static int busy_gate; /* the first item holds the worker until set */
+
+static void busy_hold(struct ao_work *w)
+{
+	(void)w;
+	while (!__atomic_load_n(&busy_gate, __ATOMIC_ACQUIRE))
+		t_sleep_ns(100 * US);
+}
 
 static void busy_timer(struct ao_timer *t, const struct ao_timer_event *ev)
 {
@@ -957,24 +965,34 @@ static void test_busy_pool_fires_first(void **state)
 		struct ao_exec *ex =
 			t_exec_create(kinds[k], 1, 0, AO_EXEC_BLOCK);
 		struct ao_timers *ts = t_timers(ex, false);
-		struct ao_work w[100];
+		struct ao_work hold, w[100];
 		struct ao_timer t;
 
 		busy_done = 0;
 		busy_seen = -1;
+		busy_gate = 0;
 		t_watchdog_arm(60, "busy pool");
+		/* The worker is held while the queue fills and the timer
+		 * comes due (a wait on the timers' clock, not a sleep: this
+		 * thread may be held up too), so the timer is due before the
+		 * first of the 100 items runs. */
+		ao_work_init(&hold, busy_hold);
+		assert_int_equal(ao_exec_submit(ex, &hold), 0);
 		for (int i = 0; i < 100; i++) {
 			ao_work_init(&w[i], busy_item);
 			assert_int_equal(ao_exec_submit(ex, &w[i]), 0);
 		}
 		assert_int_equal(ao_timer_init(&t, ts, busy_timer), 0);
 		assert_int_equal(ao_timer_arm(&t, 5 * MS), 0);
+		while (ao_timers_now(ts) < ao_timer_expires(&t))
+			t_sleep_ns(1 * MS);
+		__atomic_store_n(&busy_gate, 1, __ATOMIC_RELEASE);
 		assert_int_equal(ao_exec_drain(ex), 0);
 		while (__atomic_load_n(&busy_seen, __ATOMIC_ACQUIRE) < 0)
 			t_sleep_ns(1 * MS);
 		t_watchdog_disarm();
-		/* 100 items of 0.5 ms: the 5 ms timer came well before the
-		 * end of the queue. */
+		/* 100 items of 0.5 ms behind it: the due timer came well
+		 * before the end of the queue. */
 		assert_true(busy_seen < 90);
 		t_timers_destroy(ts, 0);
 		assert_int_equal(ao_exec_destroy(ex), 0);
