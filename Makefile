@@ -464,6 +464,11 @@ DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3
 ifneq ($(filter 1 2,$(C)),)
 DEPS_PKGS += sparse
 endif
+# Chromium (for the browser test, which make check skips without it) is
+# large: installed only when asked, make deps WITH_CHROMIUM=1.
+ifeq ($(WITH_CHROMIUM),1)
+DEPS_PKGS += chromium
+endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # $(call install-missing,packages): apt-get install those not installed.
@@ -644,7 +649,8 @@ help:
 	@echo '  plot            - render the last demo latency CSV (gnuplot)'
 	@echo '  demo-game       - ao-arena under ao-bots (DEMO_GAME_PLAYERS=500'
 	@echo '                    bots for DEMO_GAME_TIME=10s), verified, and'
-	@echo '                    the input-to-visible latency plot'
+	@echo '                    the input-to-visible latency plot; it'
+	@echo '                    prints the viewer URL to open meanwhile'
 	@echo '  fuzz            - libFuzzer (clang) over the parsers for'
 	@echo '                    FUZZ_TIME seconds (60)'
 	@echo '  soak            - ao-echo and ao-arena under load, churn and'
@@ -652,6 +658,8 @@ help:
 	@echo '                    for SOAK_TIME seconds (600)'
 	@echo '  verify          - model-check the lock and event count (spin)'
 	@echo '  deps            - apt-get install the packages that are missing'
+	@echo '                    (WITH_CHROMIUM=1: also chromium, for the'
+	@echo '                    browser test, which check skips without it)'
 	@echo '  install         - install headers, libraries, aorta.pc, the'
 	@echo '                    tools and the manual pages (PREFIX=$(PREFIX)'
 	@echo '                    DESTDIR=; bindir= libdir= includedir='
