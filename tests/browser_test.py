@@ -22,7 +22,9 @@ window.arenaStats until the page has received --snapshots snapshots
   - the screenshot is not blank: its pixels (the PNG decoded with zlib)
     have more than a handful of distinct colours,
   - ao-arena and ao-bots still run;
-then stops all three.  Exit status 0 if all holds, 1 if not, 77 when
+then (unless --no-play) opens /?play, holds arrow keys and WASD keys and
+sends a chat line: every input a snapshot confirms must be where the page
+predicted it, and the line must come back; then stops all three.  Exit status 0 if all holds, 1 if not, 77 when
 Chromium is not there (the caller says SKIP), 2 for a bad command line.
 Run by tests/test_browser.c from make check.
 """
@@ -271,6 +273,82 @@ def is_error(ev):
     return False
 
 
+KEYS = {"ArrowRight": 39, "KeyS": 83}
+
+
+def page_stats(cdp, sess):
+    r = cdp.call("Runtime.evaluate",
+                 {"expression": "JSON.stringify(window.arenaStats || null)",
+                  "returnByValue": True}, session=sess)
+    val = r.get("result", {}).get("value")
+    return (json.loads(val) if val else None) or {}
+
+
+def key(cdp, sess, kind, code):
+    cdp.call("Input.dispatchKeyEvent",
+             {"type": kind, "code": code, "key": code,
+              "windowsVirtualKeyCode": KEYS[code]}, session=sess)
+
+
+def wait_for(cdp, sess, cond, timeout, procs):
+    """Poll the page's counters until cond(stats) or timeout seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        stats = page_stats(cdp, sess)
+        if cond(stats) or time.monotonic() > end:
+            return stats
+        if any(p.poll() is not None for p in procs):
+            return stats
+        cdp.pump(0.2)
+
+
+def play(cdp, sess, url, procs):
+    """The page as a player: keys held move it, every input the server
+    applies is where the page predicted it, its chat line comes back."""
+    nav = cdp.call("Page.navigate", {"url": url + "?play"}, session=sess)
+    if nav.get("errorText"):
+        raise RuntimeError("%s?play: %s" % (url, nav["errorText"]))
+    t0 = time.monotonic()
+    st = wait_for(cdp, sess, lambda s: s.get("room", -1) >= 0 and
+                  s.get("snapshots", 0) > 0, 10, procs)
+    if st.get("room", -1) < 0:
+        log("FAIL: play: not in a room within 10 s")
+        return False
+    key(cdp, sess, "keyDown", "ArrowRight")
+    wait_for(cdp, sess, lambda s: s.get("inputs", 0) >= 10, 5, procs)
+    key(cdp, sess, "keyDown", "KeyS")
+    wait_for(cdp, sess, lambda s: s.get("inputs", 0) >= 20, 5, procs)
+    key(cdp, sess, "keyUp", "KeyS")
+    key(cdp, sess, "keyUp", "ArrowRight")
+    cdp.call("Runtime.evaluate", {"expression":
+             "document.getElementById('chat-text').value = 'hello from "
+             "Chromium'; document.getElementById('chat-form')"
+             ".requestSubmit()"}, session=sess)
+    st = wait_for(cdp, sess, lambda s: s.get("inputs", 0) >= 20 and
+                  s.get("confirmed") == s.get("inputs") and
+                  s.get("ownChats", 0) >= 1, 10, procs)
+    log("play: room %s, %d inputs sent, %d confirmed, %d mispredicted, "
+        "%d own chat lines back, %d errors, in %.1f s"
+        % (st.get("room"), st.get("inputs", 0), st.get("confirmed", 0),
+           st.get("mispredicted", 0), st.get("ownChats", 0),
+           st.get("errors", 0), time.monotonic() - t0))
+    ok = True
+    if st.get("inputs", 0) < 20 or st.get("confirmed") != st.get("inputs"):
+        log("FAIL: play: not every input confirmed by a snapshot")
+        ok = False
+    if st.get("mispredicted", 0):
+        log("FAIL: play: mispredicted: %s" % st.get("errorList"))
+        ok = False
+    if st.get("ownChats", 0) < 1:
+        log("FAIL: play: the chat line did not come back")
+        ok = False
+    if st.get("errors", 0):
+        log("FAIL: play: the page counted errors: %s"
+            % "; ".join(st.get("errorList", [])))
+        ok = False
+    return ok
+
+
 def run(opt, tmp):
     arena = bots = chrome = None
     cdp = None
@@ -310,22 +388,8 @@ def run(opt, tmp):
         log("opened " + url)
 
         t0 = time.monotonic()
-        stats = {}
-        while True:
-            r = cdp.call("Runtime.evaluate",
-                         {"expression": "JSON.stringify(window.arenaStats"
-                          " || null)", "returnByValue": True},
-                         session=sess)
-            val = r.get("result", {}).get("value")
-            stats = json.loads(val) if val else {}
-            stats = stats or {}
-            if stats.get("snapshots", 0) >= opt.snapshots:
-                break
-            if time.monotonic() - t0 > opt.timeout:
-                break
-            if bots.poll() is not None or arena.poll() is not None:
-                break
-            cdp.pump(0.25)
+        stats = wait_for(cdp, sess, lambda s: s.get("snapshots", 0) >=
+                         opt.snapshots, opt.timeout, (arena, bots))
         took = time.monotonic() - t0
         log("page: %d snapshots in %.1f s, last tick %s, room %s, "
             "%s players, %s snapshots/s, ping %s ms, %d tick gaps, "
@@ -362,6 +426,9 @@ def run(opt, tmp):
                "at least " if n >= 64 else "", n))
         if n <= 8:
             log("FAIL: the screenshot is blank (%d colours)" % n)
+            ok = False
+
+        if not opt.no_play and not play(cdp, sess, url, (arena, bots)):
             ok = False
 
         cdp.pump(0.1)
@@ -409,6 +476,8 @@ def main():
     ap.add_argument("--snapshots", type=int, default=100)
     ap.add_argument("--timeout", type=int, default=20,
                     help="seconds to wait for the snapshots")
+    ap.add_argument("--no-play", action="store_true",
+                    help="watch only: no player phase")
     opt = ap.parse_args()
     if not (os.access(opt.chromium, os.X_OK) or shutil.which(opt.chromium)):
         log("SKIP: no Chromium at %s (apt-get install chromium)"

@@ -13,7 +13,8 @@
 //
 // The page's counters are on window.arenaStats (the browser test reads
 // them): snapshots received, the last tick, tick gaps (a snapshot of the
-// watched room whose tick is not the previous one + 1), errors.
+// watched room whose tick is not the previous one + 1), errors; when
+// playing, the inputs the server confirmed and mispredicted (none).
 "use strict";
 
 (function () {
@@ -56,8 +57,15 @@
 		pingMs: -1,
 		snapshotRate: 0,	// per second, over the last second
 		acks: 0,
-		inputs: 0,
 		player: 0,	// own id (welcome)
+		// Playing: inputs sent, those a snapshot has confirmed, and
+		// those where the server's position was not the predicted one
+		// (always 0: the rules are exact); chat lines received, own.
+		inputs: 0,
+		confirmed: 0,
+		mispredicted: 0,
+		chats: 0,
+		ownChats: 0,
 	};
 	window.arenaStats = stats;
 
@@ -159,8 +167,8 @@
 			v.setUint8(5, dir);
 		});
 		stats.inputs++;
-		pending.push({ seq: seq, dir: dir });
 		me = move(me, dir);
+		pending.push({ seq: seq, dir: dir, x: me.x, y: me.y });
 	}
 
 	function sendChat(text) {
@@ -185,11 +193,25 @@
 	}
 
 	// The server applied the own inputs up to seq s and put the player
-	// at x, y: drop those, replay the rest.
+	// at x, y: check the prediction, drop those inputs, replay the rest.
 	function reconcile(x, y, s) {
-		if (s > 0) {
+		const done = pending.filter((i) => i.seq <= s);
+		if (done.length) {
+			const last = done[done.length - 1];
+			stats.confirmed += done.length;
+			if (last.seq !== s || last.x !== x || last.y !== y) {
+				stats.mispredicted++;
+				if (stats.errorList.length < 20)
+					stats.errorList.push("input " + s +
+						": at " + x + "," + y +
+						", predicted " + last.x +
+						"," + last.y);
+			}
 			base = { x: x, y: y };
 			pending = pending.filter((i) => i.seq > s);
+		} else if (x !== base.x || y !== base.y) {
+			// Nothing new applied: still where the last one was.
+			stats.mispredicted++;
 		}
 		let p = base;
 		for (const i of pending)
@@ -338,6 +360,9 @@
 		const text = new TextDecoder().decode(
 			new Uint8Array(v.buffer, v.byteOffset + 17,
 				v.byteLength - 17));
+		stats.chats++;
+		if (from === stats.player)
+			stats.ownChats++;
 		const li = document.createElement("li");
 		li.textContent = from + ": " + text;
 		const log = $("chat-log");
