@@ -25,7 +25,8 @@ window.arenaStats until the page has received --snapshots snapshots
 then (unless --no-play) opens /?play, holds arrow keys and WASD keys and
 sends a chat line: every input a snapshot confirms must be where the page
 predicted it, and the line must come back; then stops all three.  Exit status 0 if all holds, 1 if not, 77 when
-Chromium is not there (the caller says SKIP), 2 for a bad command line.
+Chromium is not there or ao-arena was built without the viewer (the
+caller says SKIP), 2 for a bad command line.
 Run by tests/test_browser.c from make check.
 """
 
@@ -487,6 +488,12 @@ def main():
         if not os.access(p, os.X_OK):
             log("%s is not there (make tools)" % p)
             return 2
+    # ao-arena embeds the viewer's files when it is built; one built
+    # before the viewer existed cannot serve it.
+    with open(opt.arena, "rb") as f:
+        if b"window.arenaStats" not in f.read():
+            log("SKIP: %s does not embed tools/arena/viewer/" % opt.arena)
+            return SKIP
     with tempfile.TemporaryDirectory(prefix="ao-browser.") as tmp:
         ok = run(opt, tmp)
     log("PASS" if ok else "FAIL")
