@@ -75,7 +75,8 @@ struct ao_server_handlers {
 #define AO_SERVER_QUIET 0x1u /* do not log the backend to stderr */
 #define AO_SERVER_RING_HANDLERS 0x2u /* handlers on the ring thread */
 #define AO_SERVER_RING_ASSIST 0x4u /* the ring runs strand turns itself */
-#define AO_SERVER_HTTP 0x8u /* also HTTP (WebSocket upgrades and plain
+#define AO_SERVER_HTTP \
+	0x8u /* also HTTP (WebSocket upgrades and plain
 			     * GETs) on a byte-framed port */
 
 /* Flags for struct ao_ws_config. */
