@@ -70,6 +70,8 @@ struct arena_stats {
 	uint64_t players; /* connected now (hello or not) */
 	uint64_t players_peak;
 	uint64_t in_rooms; /* members of rooms now */
+	uint64_t spectators; /* watching a room now */
+	uint64_t watches; /* watches applied */
 	uint64_t rooms;
 	uint64_t ticks; /* room ticks run */
 	uint64_t ticks_skipped; /* late ticks the timers skipped */
