@@ -1174,6 +1174,8 @@ static int fail(const char *what, int err)
 	return err;
 }
 
+static const char *const ws_protocols[] = { ARENA_WS_PROTOCOL, NULL };
+
 int arena_start(const struct arena_opts *o, struct arena **out)
 {
 	struct ao_exec_config ec = AO_EXEC_CONFIG_INIT;
@@ -1233,6 +1235,9 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	a->base = ao_timers_now(a->timers);
 	pp.buf_size = a->buf_size;
 	pp.count = a->o.buffers;
+	/* Room for a WebSocket frame's header before each payload: a
+	 * snapshot goes to WebSocket members framed once, by reference. */
+	pp.headroom = 16;
 	err = ao_bufpool_create(&a->pool, &pp);
 	if (err)
 		return fail("cannot create the buffer pool", err);
@@ -1260,7 +1265,12 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	sc.handlers.on_open = on_open;
 	sc.handlers.on_packet = on_packet;
 	sc.handlers.on_close = on_close;
+	sc.handlers.on_http = arena_on_http;
 	sc.handlers.arg = a;
+	/* WebSocket and HTTP on the same port: a len16 frame of at most
+	 * 256 bytes never starts with "GE" (0x4547 as a length). */
+	sc.flags |= AO_SERVER_HTTP;
+	sc.ws.protocols = ws_protocols;
 	err = ao_server_create(&sc, &a->srv);
 	if (err)
 		return fail("cannot create the server", err);
