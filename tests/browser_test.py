@@ -16,7 +16,9 @@ the small one below (standard library only).  It opens
 http://127.0.0.1:PORT/ (the viewer, watching the busiest room), reads
 window.arenaStats until the page has received --snapshots snapshots
 (bounded by --timeout), then checks:
-  - no tick gap (each snapshot of the room is the previous tick + 1),
+  - no tick gap (each snapshot of the room is the previous tick + 1)
+    but for the ticks and snapshots the server says it skipped (its
+    /metrics: a late timer on a loaded machine skips ticks),
   - no error counted by the page, no exception thrown, nothing logged at
     the error level (console.error, a failed load, a refused socket),
   - the screenshot is not blank: its pixels (the PNG decoded with zlib)
@@ -43,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import zlib
 
 SKIP = 77
@@ -275,6 +278,21 @@ def is_error(ev):
 
 
 KEYS = {"ArrowRight": 39, "KeyS": 83}
+SKIPS = ("arena_ticks_skipped_total", "arena_snapshots_skipped_total")
+
+
+def metrics(port):
+    """ao-arena's counters that explain a missing tick: the ticks its
+    late timer skipped, the snapshots it skipped for a busy member."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                timeout=10) as r:
+        text = r.read().decode()
+    out = dict.fromkeys(SKIPS, 0)
+    for line in text.splitlines():
+        name, _, val = line.partition(" ")
+        if name in out:
+            out[name] = int(float(val))
+    return out
 
 
 def page_stats(cdp, sess):
@@ -383,6 +401,7 @@ def run(opt, tmp):
         for m in ("Runtime.enable", "Page.enable", "Log.enable"):
             cdp.call(m, session=sess)
         url = "http://127.0.0.1:%d/" % port
+        before = metrics(port)
         nav = cdp.call("Page.navigate", {"url": url}, session=sess)
         if nav.get("errorText"):
             raise RuntimeError("%s: %s" % (url, nav["errorText"]))
@@ -392,6 +411,8 @@ def run(opt, tmp):
         stats = wait_for(cdp, sess, lambda s: s.get("snapshots", 0) >=
                          opt.snapshots, opt.timeout, (arena, bots))
         took = time.monotonic() - t0
+        after = metrics(port)
+        skips = {k: after[k] - before[k] for k in SKIPS}
         log("page: %d snapshots in %.1f s, last tick %s, room %s, "
             "%s players, %s snapshots/s, ping %s ms, %d tick gaps, "
             "%d errors, %s acks"
@@ -405,8 +426,19 @@ def run(opt, tmp):
             log("FAIL: fewer than %d snapshots within %d s"
                 % (opt.snapshots, opt.timeout))
             ok = False
-        if stats.get("tickGaps", 0):
-            log("FAIL: %d tick gaps" % stats["tickGaps"])
+        # A tick the server did not send is no loss between it and the
+        # page: on a loaded machine its timer may skip a tick (it runs
+        # the next one on time instead of two late), or skip a member
+        # whose last snapshot is still queued.  Any other gap fails.
+        gaps = stats.get("tickGaps", 0)
+        explained = sum(skips.values())
+        if gaps:
+            log("%d tick gaps; meanwhile the server skipped %d ticks and "
+                "%d snapshots (all members)" % (gaps,
+                skips[SKIPS[0]], skips[SKIPS[1]]))
+        if gaps > explained:
+            log("FAIL: %d tick gaps that the server did not skip"
+                % (gaps - explained))
             ok = False
         if stats.get("errors", 0):
             log("FAIL: the page counted errors: %s"

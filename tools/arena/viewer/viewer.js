@@ -7,7 +7,7 @@
 // 2-byte length of the TCP framing).  Plain JavaScript, no framework, no
 // build step.
 //
-//   /             watch the busiest room (watch 0xffffffff)
+//   /             watch the first room (watch 0xffffffff)
 //   /?watch=N     watch room N
 //   /?play        join any room; arrow keys or WASD move, Enter chats
 //
@@ -77,7 +77,7 @@
 		speed: 0 };
 	let entries = [];	// the last snapshot: {id, x, y, seq}
 	let snapTimes = [];	// arrival times of the last second's snapshots
-	let ackedTick = -1;
+	let lastAck = 0;	// performance.now() of the last ack
 	let retryTimer = 0;
 
 	// Client-side prediction (PROTOCOL.md, "The world and its rules"):
@@ -101,7 +101,7 @@
 	}
 
 	$("mode").textContent = playing ? "playing" :
-		"watching " + (watchRoom === ANY_ROOM ? "the busiest room" :
+		"watching " + (watchRoom === ANY_ROOM ? "the first room" :
 			"room " + watchRoom);
 	$("switch").textContent = playing ? "watch" : "play";
 	$("switch").href = playing ? "?" : "?play";
@@ -152,11 +152,14 @@
 		send(T_PING, 9, (v) => v.setBigUint64(1, stamp, true));
 	}
 
+	// The newest tick read, every 250 ms: from the snapshots' arrival
+	// (timers of a hidden tab are slowed down, messages are not) and
+	// from a timer when they stop.  The same tick again is allowed.
 	function sendAck() {
-		if (stats.lastTick < 0 || stats.lastTick === ackedTick)
+		if (stats.lastTick < 0)
 			return;
-		ackedTick = stats.lastTick;
-		send(T_ACK, 5, (v) => v.setUint32(1, ackedTick, true));
+		lastAck = performance.now();
+		send(T_ACK, 5, (v) => v.setUint32(1, stats.lastTick, true));
 		stats.acks++;
 	}
 
@@ -270,13 +273,15 @@
 			};
 			break;
 		case T_JOINED:
+			// A spectator's joined has x = y = 65535: no position.
 			need(v, 19, "joined");
 			inRoom = true;
 			stats.room = v.getUint32(1, true);
 			base = { x: v.getUint16(11, true),
 				y: v.getUint16(13, true) };
-			reconcile(base.x, base.y, 0);
-			status("playing in room " + stats.room);
+			me = base;
+			status((playing ? "playing in" : "watching") + " room " +
+				stats.room);
 			break;
 		case T_SNAPSHOT:
 			onSnapshot(v);
@@ -332,6 +337,8 @@
 		stats.players = n;
 		snapTimes.push(performance.now());
 		rate();
+		if (performance.now() - lastAck >= ACK_MS)
+			sendAck();
 
 		const list = new Array(n);
 		for (let i = 0, o = 11; i < n; i++, o += 12) {
@@ -416,7 +423,10 @@
 	}
 
 	setInterval(sendPing, PING_MS);
-	setInterval(sendAck, ACK_MS);
+	setInterval(() => {
+		if (performance.now() - lastAck >= ACK_MS)
+			sendAck();
+	}, ACK_MS / 2);
 
 	// The canvas: a square that fits the window beside the table.
 	function fit() {
