@@ -5,7 +5,7 @@
 // tools/arena/PROTOCOL.md: one arena message per binary WebSocket
 // message (the type byte and the fields, little-endian, without the
 // 2-byte length of the TCP framing).  Plain JavaScript, no framework, no
-// build step.
+// build step.  The WebSocket subprotocol is "aorta-arena.v1".
 //
 //   /             watch the first room (watch 0xffffffff)
 //   /?watch=N     watch room N
@@ -114,7 +114,9 @@
 
 	const url = (location.protocol === "https:" ? "wss://" : "ws://") +
 		location.host + "/";
-	const ws = new WebSocket(url);
+	// The arena's subprotocol: a server that does not choose it fails
+	// the handshake.
+	const ws = new WebSocket(url, "aorta-arena.v1");
 	ws.binaryType = "arraybuffer";
 
 	function send(type, size, fill) {
