@@ -34,6 +34,7 @@ Run by tests/test_browser.c from make check.
 
 import argparse
 import base64
+import ctypes
 import fcntl
 import json
 import os
@@ -49,6 +50,14 @@ import urllib.request
 import zlib
 
 SKIP = 77
+PR_SET_PDEATHSIG = 1
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent():
+    """In a child, before exec: SIGKILL when this script dies, even by
+    SIGKILL (a timeout's), so that nothing it started outlives it."""
+    LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def log(msg):
@@ -182,7 +191,8 @@ def start_arena(arena, tmp):
     out = open(os.path.join(tmp, "arena.out"), "w+")
     proc = subprocess.Popen([arena, "--address=127.0.0.1", "--port=0",
                              "--drain-timeout=2s"],
-                            stdout=out, stderr=subprocess.STDOUT)
+                            stdout=out, stderr=subprocess.STDOUT,
+                            preexec_fn=die_with_parent)
     end = time.monotonic() + 10
     while time.monotonic() < end:
         out.seek(0)
@@ -205,6 +215,7 @@ def start_chromium(chromium, tmp, width, height):
     cw = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
 
     def child():
+        die_with_parent()
         os.dup2(cr, 3)
         os.dup2(cw, 4)
 
@@ -380,7 +391,8 @@ def run(opt, tmp):
             [opt.bots, "--address=127.0.0.1", "--port=%d" % port,
              "--players=%d" % opt.players, "--duration=%ds" %
              (opt.timeout + 60), "--progress=never"],
-            stdout=bots_out, stderr=subprocess.STDOUT)
+            stdout=bots_out, stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent)
         log("ao-bots: %d players" % opt.players)
 
         chrome, cdp = start_chromium(opt.chromium, tmp, 1000, 720)
@@ -526,6 +538,8 @@ def main():
         if b"window.arenaStats" not in f.read():
             log("SKIP: %s does not embed tools/arena/viewer/" % opt.arena)
             return SKIP
+    # A timeout's SIGTERM unwinds through run()'s finally: all stopped.
+    signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="ao-browser.") as tmp:
         ok = run(opt, tmp)
     log("PASS" if ok else "FAIL")
