@@ -23,7 +23,8 @@ window.arenaStats until the page has received --snapshots snapshots
     the error level (console.error, a failed load, a refused socket),
   - the screenshot is not blank: its pixels (the PNG decoded with zlib)
     have more than a handful of distinct colours,
-  - ao-arena and ao-bots still run;
+  - ao-arena and ao-bots still run (and end with status 0 when
+    stopped: no failed verification, no sanitizer report);
 then (unless --no-play) opens /?play, holds arrow keys and WASD keys and
 sends a chat line: every input a snapshot confirms must be where the page
 predicted it, and the line must come back; then stops all three.  Exit status 0 if all holds, 1 if not, 77 when
@@ -239,8 +240,11 @@ def start_chromium(chromium, tmp, width, height):
 
 
 def stop(proc, name, sig=signal.SIGTERM, wait=10, group=False):
-    if proc is None or proc.poll() is not None:
-        return
+    """Stop it (gracefully first); its exit status, None if not run."""
+    if proc is None:
+        return None
+    if proc.poll() is not None:
+        return proc.returncode
     try:
         if group:
             os.killpg(proc.pid, sig)
@@ -257,6 +261,7 @@ def stop(proc, name, sig=signal.SIGTERM, wait=10, group=False):
         except ProcessLookupError:
             pass
         proc.wait()
+    return proc.returncode
 
 
 def describe(ev):
@@ -498,8 +503,13 @@ def run(opt, tmp):
         if cdp:
             os.close(cdp.wfd)
             os.close(cdp.rfd)
-        stop(bots, "ao-bots")
-        stop(arena, "ao-arena")
+        # Both end with status 0 on SIGTERM; not so after a failed
+        # verification, or a sanitizer's report.
+        for name, rc in (("ao-bots", stop(bots, "ao-bots")),
+                         ("ao-arena", stop(arena, "ao-arena"))):
+            if rc:
+                log("FAIL: %s: exit status %d" % (name, rc))
+                ok = False
     if not ok:
         for name in ("arena.out", "bots.out", "chromium.log"):
             path = os.path.join(tmp, name)
