@@ -109,8 +109,10 @@
 		"Arrow keys or WASD move (the bright dot is you), Enter " +
 		"chats." : "Dots are players; ?play to join, ?watch=N " +
 		"for room N.";
-	if (playing)
-		$("chat").hidden = false;
+	// The room's chat lines in both modes; the box to write one when
+	// playing.
+	$("chat").hidden = false;
+	$("chat-form").hidden = !playing;
 
 	const url = (location.protocol === "https:" ? "wss://" : "ws://") +
 		location.host + "/";
