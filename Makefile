@@ -475,7 +475,8 @@ verify:
 # ---------------------------------------------------------------------------
 # Dependencies: install the Debian packages that are missing, and only those.
 
-DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3
+DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3 \
+	     python3-websockets prometheus
 ifneq ($(filter 1 2,$(C)),)
 DEPS_PKGS += sparse
 endif

@@ -11,9 +11,13 @@
  *
  * Layout.  One mmap'd arena, page-aligned and contiguous (huge pages on
  * request, falling back to 4K pages), holds count buffers of stride bytes
- * (buf_size rounded up to a cache line), so buffer i is at arena + i *
- * stride and i is its io_uring buffer id.  The descriptors (struct ao_buf,
- * one cache line each) live in a separate array: the arena holds only data.
+ * (buf_size, plus the headroom, rounded up to a cache line), so buffer i's
+ * slot is at arena + i * stride, its data headroom bytes into it, and i is
+ * its io_uring buffer id.  The headroom (none by default) is for a frame
+ * header written before the payload once and sent with it by every
+ * recipient (io/http.c); the pool only reserves it.  The descriptors
+ * (struct ao_buf, one cache line each) live in a separate array: the arena
+ * holds only data.
  * Shard s starts with a contiguous run of the arena: that is each buffer's
  * origin shard.
  *

@@ -208,6 +208,16 @@
  * every connection in DRAINING with reason AO_CLOSE_SHUTDOWN and the drain
  * deadline, and exits once every conn it made has been freed (the handlers
  * have run, the buffers are back), or a grace period after the deadline.
+ *
+ * WebSocket and HTTP (AO_FRAME_WS, AO_SERVER_HTTP).  A connection of such
+ * a server carries a struct io_wsc (io/http.c, whose opening comment is
+ * the design): its first bytes go there rather than to the framer (the
+ * sniff, the request head), on_open waits for the upgrade, and a
+ * WebSocket's messages come out of its frame decoder into the same
+ * io_conn_emit() as framed packets, so strands, backlog, ring handlers
+ * and the drain are the same.  The head's deadline and the ping share the
+ * connection's timer with the idle timeout; the close frame is queued by
+ * the drain (io_conn_check_drained()), behind everything sent before.
  */
 #include <errno.h>
 #include <fcntl.h>
