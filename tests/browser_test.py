@@ -13,7 +13,7 @@ Chromium headless with --remote-debugging-pipe: the DevTools protocol on
 file descriptors 3 (commands to Chromium) and 4 (its answers and events),
 each message one JSON object ended by a NUL byte.  The client for it is
 the small one below (standard library only).  It opens
-http://127.0.0.1:PORT/ (the viewer, watching the busiest room), reads
+http://127.0.0.1:PORT/ (the viewer, watching the first room), reads
 window.arenaStats until the page has received --snapshots snapshots
 (bounded by --timeout), then checks:
   - no tick gap (each snapshot of the room is the previous tick + 1)
@@ -22,14 +22,15 @@ window.arenaStats until the page has received --snapshots snapshots
   - no error counted by the page, no exception thrown, nothing logged at
     the error level (console.error, a failed load, a refused socket),
   - the screenshot is not blank: its pixels (the PNG decoded with zlib)
-    have more than a handful of distinct colours,
-  - ao-arena and ao-bots still run (and end with status 0 when
-    stopped: no failed verification, no sanitizer report);
-then (unless --no-play) opens /?play, holds arrow keys and WASD keys and
-sends a chat line: every input a snapshot confirms must be where the page
-predicted it, and the line must come back; then stops all three.  Exit status 0 if all holds, 1 if not, 77 when
-Chromium is not there or ao-arena was built without the viewer (the
-caller says SKIP), 2 for a bad command line.
+    have more than a handful of distinct colours;
+then (unless --no-play) opens /?play, holds the right arrow, then S as
+well, and sends a chat line: every input a snapshot confirms must be
+where the page predicted it, and the line must come back; then stops all
+three: ao-arena and ao-bots must have run to the end and stop with
+status 0 (no failed verification, no sanitizer report).  Exit status 0
+if all holds, 1 if not, 77 when Chromium is not there or ao-arena was
+built without the viewer (the caller says SKIP), 2 for a bad command
+line.
 Run by tests/test_browser.c from make check.
 """
 
