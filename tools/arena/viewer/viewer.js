@@ -148,7 +148,8 @@
 		if (playing)
 			send(T_JOIN, 5, (v) => v.setUint32(1, ANY_ROOM, true));
 		else
-			send(T_WATCH, 5, (v) => v.setUint32(1, watchRoom, true));
+			send(T_WATCH, 5,
+				(v) => v.setUint32(1, watchRoom, true));
 	}
 
 	function sendPing() {
@@ -193,7 +194,8 @@
 
 	function move(p, dir) {
 		return {
-			x: clamp(p.x + DX[dir] * world.speed, 0, world.width - 1),
+			x: clamp(p.x + DX[dir] * world.speed, 0,
+				world.width - 1),
 			y: clamp(p.y + DY[dir] * world.speed, 0,
 				world.height - 1),
 		};
@@ -259,7 +261,8 @@
 
 	function need(v, len, name) {
 		if (v.byteLength < len)
-			throw new Error(name + " of " + v.byteLength + " bytes");
+			throw new Error(name + " of " + v.byteLength +
+				" bytes");
 	}
 
 	function onMessage(v) {
@@ -284,8 +287,8 @@
 			base = { x: v.getUint16(11, true),
 				y: v.getUint16(13, true) };
 			me = base;
-			status((playing ? "playing in" : "watching") + " room " +
-				stats.room);
+			status((playing ? "playing in" : "watching") +
+				" room " + stats.room);
 			break;
 		case T_SNAPSHOT:
 			onSnapshot(v);
@@ -308,7 +311,8 @@
 				status("waiting for a room (" +
 					ERROR_NAMES[code] + ")");
 				if (!retryTimer)
-					retryTimer = setTimeout(sendStart, 1000);
+					retryTimer = setTimeout(sendStart,
+						1000);
 				break;
 			}
 			fail("server error " + code + " " +
@@ -328,7 +332,8 @@
 		need(v, 11 + 12 * n, "snapshot");
 		if (stats.lastTick >= 0 && room === stats.room) {
 			if (tick <= stats.lastTick)
-				fail("tick " + tick + " after " + stats.lastTick);
+				fail("tick " + tick + " after " +
+					stats.lastTick);
 			else if (tick !== stats.lastTick + 1)
 				stats.tickGaps += tick - stats.lastTick - 1;
 		}
@@ -462,7 +467,8 @@
 			if (playing && e.id === stats.player)
 				continue;
 			// A hue per player id, so that each keeps its colour.
-			ctx.fillStyle = "hsl(" + (e.id * 47 % 360) + ",70%,60%)";
+			ctx.fillStyle = "hsl(" + (e.id * 47 % 360) +
+				",70%,60%)";
 			ctx.beginPath();
 			ctx.arc(e.x * sx, e.y * sy, 4, 0, 2 * Math.PI);
 			ctx.fill();
