@@ -613,6 +613,9 @@ static int framed(struct ao_conn *c, uint8_t *p, size_t len, size_t *usedp)
 		w->head_off += (uint32_t)used;
 		if (err)
 			return err; /* -ENOBUFS: all of p is held */
+		free(w->head); /* the framer has them all */
+		w->head = NULL;
+		w->head_len = w->head_off = 0;
 	}
 	if (!len)
 		return 0;
