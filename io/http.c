@@ -321,10 +321,8 @@ uint64_t io_wsc_timer(struct ao_conn *c, uint64_t now)
 		return now + srv->ping_ns; /* our silence, not the peer's */
 	if (now - c->last_rx_ns < srv->ping_ns)
 		return c->last_rx_ns + srv->ping_ns;
-	if (send_ctl(c, IO_WS_OP_PING, NULL, 0) < 0) {
-		io_conn_close_hard(c, AO_CLOSE_NOMEM);
-		return UINT64_MAX;
-	}
+	if (send_ctl(c, IO_WS_OP_PING, NULL, 0) < 0)
+		return now + srv->ping_ns / 8; /* no buffer: soon again */
 	IO_STAT_ADD(c->ring, ws_pings, 1);
 	w->ping_ns = now;
 	return now + srv->pong_ns;
@@ -502,11 +500,10 @@ static int ws_frames(struct ao_conn *c, uint8_t *p, size_t len, size_t *usedp)
 				return err;
 			break;
 		case IO_WS_EV_PING:
-			if (send_ctl(c, IO_WS_OP_PONG, ev.data, ev.len) < 0) {
-				io_conn_close_hard(c, AO_CLOSE_NOMEM);
-				return -ECANCELED;
-			}
-			IO_STAT_ADD(c->ring, ws_pongs, 1);
+			/* No pool buffer for it: the pong is skipped (the
+			 * peer pings again) rather than the connection. */
+			if (send_ctl(c, IO_WS_OP_PONG, ev.data, ev.len) == 0)
+				IO_STAT_ADD(c->ring, ws_pongs, 1);
 			break;
 		case IO_WS_EV_PONG:
 			w->ping_ns = 0;
@@ -616,6 +613,9 @@ static int framed(struct ao_conn *c, uint8_t *p, size_t len, size_t *usedp)
 		w->head_off += (uint32_t)used;
 		if (err)
 			return err; /* -ENOBUFS: all of p is held */
+		free(w->head); /* the framer has them all */
+		w->head = NULL;
+		w->head_len = w->head_off = 0;
 	}
 	if (!len)
 		return 0;

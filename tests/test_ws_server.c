@@ -717,19 +717,34 @@ static void test_header_limit(void **state)
 
 /* ---- plain GETs ---- */
 
+/* Everything up to the server's FIN (at most cap - 1 bytes). */
+static size_t cl_read_all(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	while (n + 1 < cap) {
+		ssize_t r = recv(fd, buf + n, cap - 1 - n, 0);
+
+		if (r > 0)
+			n += (size_t)r;
+		else if (r < 0 && errno == EINTR)
+			continue; /* a signal */
+		else
+			break;
+	}
+	return n;
+}
+
 static void http_get(uint16_t port, const char *path, char *resp, size_t cap)
 {
 	char req[256];
 	size_t n = 0;
 	int fd = t_cl_connect(port), k;
-	ssize_t r;
 
 	k = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
 		     path);
 	t_cl_write(fd, req, (size_t)k);
-	/* Everything up to the server's FIN. */
-	while (n + 1 < cap && (r = recv(fd, resp + n, cap - 1 - n, 0)) > 0)
-		n += (size_t)r;
+	n = cl_read_all(fd, resp, cap);
 	resp[n] = '\0';
 	close(fd);
 }
@@ -746,8 +761,17 @@ static void test_http_get(void **state)
 	t_watchdog_arm(30, "http get");
 	srv = start(&cfg);
 	http_get(ao_server_port(srv), "/index.html", resp, sizeof(resp));
-	if (!strstr(resp, "HTTP/1.1 200 OK\r\n"))
-		print_message("got: [%s]\n", resp);
+	if (!strstr(resp, "HTTP/1.1 200 OK\r\n")) {
+		struct ao_io_stats st = stats(srv);
+
+		print_message("got: [%s] errors %u https %u\n", resp, t_errors,
+			      t_https);
+		for (int i = 0; i < AO_CLOSE_NR; i++)
+			if (st.closes[i])
+				print_message("closes %s %llu\n",
+					      ao_close_reason_name(i),
+					      (unsigned long long)st.closes[i]);
+	}
 	assert_non_null(strstr(resp, "HTTP/1.1 200 OK\r\n"));
 	assert_non_null(strstr(resp, "Content-Length: 16\r\n"));
 	assert_non_null(strstr(resp, "Content-Type: text/plain\r\n"));
@@ -756,7 +780,6 @@ static void test_http_get(void **state)
 	{
 		int fd = t_cl_connect(ao_server_port(srv));
 		size_t n = 0;
-		ssize_t r;
 
 		cl_puts(fd, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
 		WAIT_UNTIL((c = __atomic_load_n(&t_http_conn,
@@ -767,8 +790,7 @@ static void test_http_get(void **state)
 				 0);
 		assert_int_equal(ao_http_reply(c, 200, "text/plain", "x", 1),
 				 -EINVAL);
-		while ((r = recv(fd, resp + n, sizeof(resp) - 1 - n, 0)) > 0)
-			n += (size_t)r;
+		n = cl_read_all(fd, resp, sizeof(resp));
 		resp[n] = '\0';
 		assert_non_null(strstr(resp, "HTTP/1.1 503 "));
 		assert_non_null(strstr(resp, "\r\n\r\nbusy"));
