@@ -326,6 +326,20 @@ $(out)tools/$(1)/ao-$(1): $(patsubst %.c,$(out)%.o,$(wildcard tools/$(1)/*.c)) \
 endef
 $(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
 
+# ao-arena serves the files of tools/arena/viewer/ over HTTP, embedded at
+# build time as byte arrays (tools/arena/embed.sh: od and awk, no xxd), so
+# that it needs no folder at run time.
+arena-viewer	:= $(sort $(wildcard tools/arena/viewer/*))
+$(out)tools/arena/viewer_files.c: tools/arena/embed.sh $(arena-viewer) \
+				  $(wildcard tools/arena/viewer)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)sh tools/arena/embed.sh tools/arena/viewer \
+		$(abspath tools/arena/arena.h) > $@.tmp && mv $@.tmp $@
+$(out)tools/arena/viewer_files.o: $(out)tools/arena/viewer_files.c \
+				  $(flags-file) | $(config-h)
+	$(call cmd,cc_o_c)
+$(out)tools/arena/ao-arena: $(out)tools/arena/viewer_files.o
+
 # $(call tool-objs,name): a tool's objects but its main.o.
 tool-objs = $(patsubst %.c,$(out)%.o,$(filter-out tools/$(1)/main.c, \
 	    $(wildcard tools/$(1)/*.c)))
@@ -334,7 +348,8 @@ tool-objs = $(patsubst %.c,$(out)%.o,$(filter-out tools/$(1)/main.c, \
 # libaorta: static archives resolve in order).
 test-links-test_load		:= $(call tool-objs,load) $(tools-lib)
 test-links-test_load_hist	:= $(tools-lib)
-test-links-test_arena		:= $(out)tools/arena/room.o $(tools-lib)
+test-links-test_arena		:= $(addprefix $(out)tools/arena/, room.o \
+				   web.o metrics.o viewer_files.o) $(tools-lib)
 test-links-test_arena_proto	:= $(tools-lib)
 test-links-test_tools		:= $(out)tools/bench/child.o
 test-links-test_bots		:= $(out)tools/bots/bot.o $(tools-lib)
@@ -460,9 +475,15 @@ verify:
 # ---------------------------------------------------------------------------
 # Dependencies: install the Debian packages that are missing, and only those.
 
-DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3
+DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3 \
+	     python3-websockets prometheus
 ifneq ($(filter 1 2,$(C)),)
 DEPS_PKGS += sparse
+endif
+# Chromium (for the browser test, which make check skips without it) is
+# large: installed only when asked, make deps WITH_CHROMIUM=1.
+ifeq ($(WITH_CHROMIUM),1)
+DEPS_PKGS += chromium
 endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -609,7 +630,8 @@ clean:
 	$(Q)rm -f $(lib-a) $(lib-so) $(lib-so-links) $(out)libaorta.map \
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
 		$(baseline-progs) $(tool-bins) $(tools-lib) $(example-bins) \
-		$(out)tests/*.log $(out)tests/install-smoke*
+		$(out)tests/*.log $(out)tests/install-smoke* \
+		$(out)tools/arena/viewer_files.c
 	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir) \
 		$(out)fuzz
 
@@ -644,7 +666,8 @@ help:
 	@echo '  plot            - render the last demo latency CSV (gnuplot)'
 	@echo '  demo-game       - ao-arena under ao-bots (DEMO_GAME_PLAYERS=500'
 	@echo '                    bots for DEMO_GAME_TIME=10s), verified, and'
-	@echo '                    the input-to-visible latency plot'
+	@echo '                    the input-to-visible latency plot; it'
+	@echo '                    prints the viewer URL to open meanwhile'
 	@echo '  fuzz            - libFuzzer (clang) over the parsers for'
 	@echo '                    FUZZ_TIME seconds (60)'
 	@echo '  soak            - ao-echo and ao-arena under load, churn and'
@@ -652,6 +675,8 @@ help:
 	@echo '                    for SOAK_TIME seconds (600)'
 	@echo '  verify          - model-check the lock and event count (spin)'
 	@echo '  deps            - apt-get install the packages that are missing'
+	@echo '                    (WITH_CHROMIUM=1: also chromium, for the'
+	@echo '                    browser test, which check skips without it)'
 	@echo '  install         - install headers, libraries, aorta.pc, the'
 	@echo '                    tools and the manual pages (PREFIX=$(PREFIX)'
 	@echo '                    DESTDIR=; bindir= libdir= includedir='

@@ -435,10 +435,11 @@ static void test_churn(void **state)
  * --duration is only the bound.  Four bots read: few enough that
  * ao-bots keeps up with them on a loaded machine or under a sanitizer
  * (twenty, with the arena's 4k send buffers, got closed as slow too).
+ * The bots ack every 250 ms: the stall bound is well above that.
  */
 static void test_stall(void **state)
 {
-	const char *aa[] = { "--tick-rate=100", "--stall-timeout=300ms",
+	const char *aa[] = { "--tick-rate=100", "--stall-timeout=1s",
 			     "--sndbuf=4k", "--stats=100ms", NULL };
 	const char *ba[] = { "--players=8",	    "--stall=4",
 			     "--stall-after=100ms", "--duration=60s",
@@ -477,7 +478,9 @@ static void test_stall(void **state)
 	assert_true(jnum(bj, "chat_lines") > 0);
 	assert_int_equal(jnum(bj, "stalled"), 4);
 	assert_int_equal(jnum(bj, "stall_closed"), 4);
-	assert_true(jnum(aj, "snaps_skipped") > 0);
+	/* Skipped, or closed on their acks (the bots ack the snapshots
+	 * they read) before their socket buffers filled. */
+	assert_true(jnum(aj, "snaps_skipped") + jnum(aj, "ack_slow") > 0);
 	/* The arena's reason (in "reasons") and the server's close (in
 	 * "closes", the first "slow") are both slow. */
 	assert_int_equal(jnum(strstr(aj, "\"reasons\""), "slow"), 4);

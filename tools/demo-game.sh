@@ -11,7 +11,9 @@
 # default 500.  The latency CSV and PNG go next to TOOLS_DIR
 # (demo-game-latency.csv, demo-game-latency.png).  Exit status: 0 ok; 1
 # if either program failed or a bot's verification failed; 2 for a bad
-# command line.  The server never outlives the script.
+# command line.  The server never outlives the script.  While it runs,
+# the viewer (tools/arena/viewer/, served by ao-arena) shows the bots at
+# the URL it prints: http://127.0.0.1:PORT/.
 set -u
 
 usage() {
@@ -35,6 +37,8 @@ csv=$out_dir/demo-game-latency.csv
 png=$out_dir/demo-game-latency.png
 
 demo_start "ao-arena on 127.0.0.1 under ao-bots, $players players, $duration"
+echo "$me: watch the bots in a browser: http://127.0.0.1:$port/" \
+	"(open it now; ?play to join them)"
 demo_run --address=127.0.0.1 --port="$port" --players="$players" \
 	--duration="$duration" --hist="$csv"
 summary=$(demo_summary inputs latency)
