@@ -3,10 +3,13 @@
  * The tools' WebSocket client (tools/common/ws_client.c): SHA-1 against
  * RFC 3174's vectors, base64 against RFC 4648's, the accept key of RFC
  * 6455's example, the upgrade request and the checks of its answer,
- * masked frames, and the decoder of the server's frames fed in every
+ * masked frames, the handshake on a socket, and the decoder of the server's frames fed in every
  * segmentation.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,6 +491,102 @@ static void test_decode_callback_error(void **state)
 	assert_int_equal(wsc_feed(&d, b + 3, 2, &ops, NULL), 0);
 }
 
+/* A server on the other end of a socketpair: reads the request, answers
+ * mode 0: 101 in two pieces and a frame with it; 1: 404; 2: closes;
+ * 3: nothing (the client times out). */
+struct fake_server {
+	int fd;
+	int mode;
+	char req[1024];
+};
+
+static void *fake_server_main(void *arg)
+{
+	struct fake_server *f = arg;
+	char acc[WSC_ACCEPT_LEN + 1], key[WSC_KEY_LEN + 1], out[512];
+	size_t got = 0;
+	const char *k;
+	ssize_t n;
+	int len;
+
+	while (!strstr(f->req, "\r\n\r\n") && got < sizeof(f->req) - 1) {
+		n = read(f->fd, f->req + got, sizeof(f->req) - 1 - got);
+		if (n <= 0)
+			return NULL;
+		got += (size_t)n;
+		f->req[got] = '\0';
+	}
+	k = strstr(f->req, "Sec-WebSocket-Key: ");
+	if (!k)
+		return NULL;
+	memcpy(key, k + 19, WSC_KEY_LEN);
+	key[WSC_KEY_LEN] = '\0';
+	wsc_accept(key, acc);
+	if (f->mode == 0) {
+		len = snprintf(out, sizeof(out),
+			       "HTTP/1.1 101 Switching Protocols\r\n"
+			       "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+			       "Sec-WebSocket-Accept: %s\r\n\r\n\x82\x01x",
+			       acc);
+		if (write(f->fd, out, 20) != 20)
+			return NULL;
+		usleep(20000);
+		if (write(f->fd, out + 20, (size_t)len - 20) != len - 20)
+			return NULL;
+	} else if (f->mode == 1) {
+		len = snprintf(out, sizeof(out),
+			       "HTTP/1.1 404 Not Found\r\n\r\n");
+		if (write(f->fd, out, (size_t)len) != len)
+			return NULL;
+	} else if (f->mode == 2) {
+		shutdown(f->fd, SHUT_RDWR);
+	}
+	return NULL;
+}
+
+static int handshake_with(int mode, int *status, char *after, size_t *nafter)
+{
+	struct fake_server f = { .mode = mode };
+	uint64_t rng = wsc_seed(3);
+	pthread_t th;
+	int sv[2], r;
+	ssize_t n;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	f.fd = sv[1];
+	assert_int_equal(pthread_create(&th, NULL, fake_server_main, &f), 0);
+	r = wsc_handshake_fd(sv[0], "localhost", "/", NULL, &rng,
+			     mode == 3 ? 50000000ull : 5000000000ull, status);
+	if (after) {
+		n = recv(sv[0], after, 16, MSG_DONTWAIT);
+		*nafter = n > 0 ? (size_t)n : 0;
+	}
+	shutdown(sv[0], SHUT_RDWR);
+	pthread_join(th, NULL);
+	close(sv[0]);
+	close(sv[1]);
+	assert_non_null(strstr(f.req, "GET / HTTP/1.1\r\n"));
+	return r;
+}
+
+static void test_handshake_fd(void **state)
+{
+	char after[16];
+	size_t na = 0;
+	int st = -1;
+
+	(void)state;
+	/* The head is taken, the frame after it stays in the socket. */
+	assert_int_equal(handshake_with(0, &st, after, &na), 0);
+	assert_int_equal(st, 101);
+	assert_int_equal(na, 3);
+	assert_memory_equal(after, "\x82\x01x", 3);
+	assert_int_equal(handshake_with(1, &st, NULL, NULL), -EPROTO);
+	assert_int_equal(st, 404);
+	assert_int_equal(handshake_with(2, &st, NULL, NULL), -ECONNRESET);
+	assert_int_equal(handshake_with(3, &st, NULL, NULL), -ETIMEDOUT);
+}
+
 /* The fuzz target's checks on a few inputs. */
 static void test_fuzz_seeds(void **state)
 {
@@ -512,6 +611,7 @@ int main(void)
 		cmocka_unit_test(test_decode_segmented),
 		cmocka_unit_test(test_decode_errors),
 		cmocka_unit_test(test_decode_callback_error),
+		cmocka_unit_test(test_handshake_fd),
 		cmocka_unit_test(test_fuzz_seeds),
 	};
 

@@ -4,9 +4,11 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <aorta/clock.h>
 #include "ws_client.h"
 
@@ -286,6 +288,85 @@ int wsc_response(const char *buf, size_t len, const char *key,
 	if (!upgrade || !connection || !acc)
 		return -EPROTO;
 	return (int)end;
+}
+
+/* Wait until fd is ready for events, or the deadline: 0 or -errno. */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	uint64_t now;
+	int r;
+
+	for (;;) {
+		now = ao_now_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		r = poll(&pfd, 1, (int)((deadline - now) / 1000000 + 1));
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+int wsc_handshake_fd(int fd, const char *host, const char *path,
+		     const char *protocol, uint64_t *rng, uint64_t timeout_ns,
+		     int *status)
+{
+	uint64_t deadline = ao_now_ns() + timeout_ns;
+	char key[WSC_KEY_LEN + 1], req[512], resp[WSC_RESPONSE_MAX];
+	size_t off = 0, got = 0;
+	int len, r, st = 0;
+	ssize_t n;
+
+	wsc_key(rng, key);
+	len = wsc_request(req, sizeof(req), host, path, key, protocol);
+	if (len < 0)
+		return len;
+	while (off < (size_t)len) {
+		n = send(fd, req + off, (size_t)len - off, MSG_NOSIGNAL);
+		if (n > 0) {
+			off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		r = wait_fd(fd, POLLOUT, deadline);
+		if (r)
+			return r;
+	}
+	/*
+	 * Peek at what arrived, and take only the head: frames that follow
+	 * it in the same segment stay for the program's own reads.
+	 */
+	for (;;) {
+		n = recv(fd, resp, sizeof(resp), MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		if (n > 0 && (size_t)n > got) {
+			got = (size_t)n;
+			r = wsc_response(resp, got, key, protocol, &st);
+			if (status)
+				*status = st;
+			if (r > 0)
+				return recv(fd, resp, (size_t)r, 0) == r ? 0 :
+									   -EIO;
+			if (r < 0)
+				return r;
+		}
+		/* A partial head stays readable: poll() would not wait. */
+		if (got) {
+			if (ao_now_ns() >= deadline)
+				return -ETIMEDOUT;
+			poll(NULL, 0, 1);
+			continue;
+		}
+		r = wait_fd(fd, POLLIN, deadline);
+		if (r)
+			return r;
+	}
 }
 
 /* ------------------------------------------------------------------ */

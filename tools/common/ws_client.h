@@ -3,7 +3,8 @@
  * The client side of WebSocket (RFC 6455) for the load tools (ao-load
  * --ws, ao-bots --ws, ao-misbehave --ws): the upgrade request and the
  * check of its 101 answer, masked frames to send, and an incremental
- * decoder of the server's frames.  No I/O.
+ * decoder of the server's frames; and the whole handshake on a connected
+ * socket, for tools that open their connections before their load runs.
  *
  * SHA-1 and base64 are this file's own (a small SHA-1 tested against RFC
  * 3174's vectors): io/ has them too, but behind its private header, and
@@ -70,6 +71,19 @@ int wsc_request(char *buf, size_t cap, const char *host, const char *path,
  */
 int wsc_response(const char *buf, size_t len, const char *key,
 		 const char *protocol, int *status);
+
+/*
+ * The handshake on fd, a connected socket (blocking or not), within
+ * timeout_ns: send the request (a fresh key from rng), read exactly the
+ * answer's head and check it.  The bytes after the head (frames the
+ * server sent at once) stay in the socket.  0, or a negative errno:
+ * -EPROTO (a bad answer: *status, when not NULL, is its HTTP status or
+ * 0), -ETIMEDOUT, -ECONNRESET (closed before the answer), -EMSGSIZE, or
+ * a send/recv/poll error.
+ */
+int wsc_handshake_fd(int fd, const char *host, const char *path,
+		     const char *protocol, uint64_t *rng, uint64_t timeout_ns,
+		     int *status);
 
 /* The header of a client frame of an n-byte payload: 6, 8 or 14 bytes. */
 size_t wsc_hdr_len(size_t n);
