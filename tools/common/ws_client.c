@@ -377,7 +377,7 @@ size_t wsc_hdr_len(size_t n)
 	return n < 126 ? 6 : n <= 0xffff ? 8 : 14;
 }
 
-static size_t put_hdr(uint8_t *dst, enum wsc_opcode op, size_t n, uint32_t mask)
+size_t wsc_put_hdr(uint8_t *dst, enum wsc_opcode op, size_t n, uint32_t mask)
 {
 	size_t h = 2, i;
 
@@ -405,7 +405,7 @@ static size_t put_hdr(uint8_t *dst, enum wsc_opcode op, size_t n, uint32_t mask)
 size_t wsc_frame_inplace(uint8_t *dst, enum wsc_opcode op, size_t n,
 			 uint32_t mask)
 {
-	size_t h = put_hdr(dst, op, n, mask), i;
+	size_t h = wsc_put_hdr(dst, op, n, mask), i;
 	const uint8_t *m = dst + h - 4;
 	uint8_t *q = dst + h;
 

@@ -87,6 +87,9 @@ int wsc_handshake_fd(int fd, const char *host, const char *path,
 
 /* The header of a client frame of an n-byte payload: 6, 8 or 14 bytes. */
 size_t wsc_hdr_len(size_t n);
+/* Write that header (final, opcode op, mask) into dst: its length.  The
+ * caller masks the payload: byte i ^ dst[len - 4 + i % 4]. */
+size_t wsc_put_hdr(uint8_t *dst, enum wsc_opcode op, size_t n, uint32_t mask);
 /*
  * One final, masked frame of opcode with payload p (n bytes; p may be
  * NULL when n is 0) into dst (wsc_hdr_len(n) + n bytes): its length.
