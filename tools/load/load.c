@@ -400,7 +400,9 @@ void conn_on_sent(struct worker *w, struct conn *c, size_t n)
 		c->ws->ctl_inflight = false;
 		if (c->ws->ctl_off == c->ws->ctl_len)
 			c->ws->ctl_off = c->ws->ctl_len = 0;
-		eng_mark_dirty(&w->eng, &c->ec);
+		/* The engines ask unsent() again after a send: the frames
+		 * queued behind it follow (not a mark_dirty: this runs
+		 * inside the flush, whose list holds each connection once). */
 		return;
 	}
 	c->tx += n;
