@@ -101,11 +101,11 @@ struct srv_desc {
 };
 
 static const struct srv_desc srvs[NSRV] = {
-	[S_BASE] = { "baseline", NULL, NULL },
-	[S_URING_RING] = { "uring-ring", "uring", "ring" },
-	[S_URING_WORKER] = { "uring-worker", "uring", "worker" },
-	[S_EPOLL_RING] = { "epoll-ring", "epoll", "ring" },
-	[S_EPOLL_WORKER] = { "epoll-worker", "epoll", "worker" },
+	[S_BASE] = { "baseline", NULL, NULL, NULL },
+	[S_URING_RING] = { "uring-ring", "uring", "ring", NULL },
+	[S_URING_WORKER] = { "uring-worker", "uring", "worker", NULL },
+	[S_EPOLL_RING] = { "epoll-ring", "epoll", "ring", NULL },
+	[S_EPOLL_WORKER] = { "epoll-worker", "epoll", "worker", NULL },
 	[S_URING_LEN16] = { "uring-len16", "uring", "ring", "len16" },
 	[S_URING_WS] = { "uring-ws", "uring", "ring", "ws" },
 };
