@@ -628,7 +628,8 @@ clean:
 	$(Q)rm -f $(lib-a) $(lib-so) $(lib-so-links) $(out)libaorta.map \
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
 		$(baseline-progs) $(tool-bins) $(tools-lib) $(example-bins) \
-		$(out)tests/*.log $(out)tests/install-smoke*
+		$(out)tests/*.log $(out)tests/install-smoke* \
+		$(out)tools/arena/viewer_files.c
 	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir) \
 		$(out)fuzz
 

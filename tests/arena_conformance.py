@@ -842,7 +842,9 @@ def t_deadlines():
         busy = Client(srv)
         busy.hello()
         t0 = time.monotonic()
-        silent.expect_closed("hello_timeout", 3)
+        # A connection that sent nothing may be HTTP as well as len16:
+        # closed at the deadline without an error message.
+        silent.expect_closed(None, 3)
         half.expect_closed("hello_timeout", 3)
         took = time.monotonic() - t0
         check(0.2 <= took <= 1.5 + SLACK,

@@ -219,6 +219,15 @@ async def play(port):
               "player %d: chat lines %r, sent %r" %
               (p.id, p.chats, sent_chats))
     check(same > 0, "no tick seen over both framings")
+    # One snapshot buffer per tick for the room, framed once for the
+    # WebSocket members and shared by the others (by reference).
+    st, _, body = get(port, "/metrics")
+    vals = metrics(body)
+    written = vals["aorta_websocket_frame_headers_written_total"]
+    shared = vals["aorta_websocket_frames_shared_total"]
+    check(written > 0 and shared >= written,
+          "WebSocket frames: %d headers written, %d sends shared them" %
+          (written, shared))
     for p in players:
         await p.ws.close()
         check(p.ws.close_code == 1000, "close code %r" % p.ws.close_code)
@@ -334,6 +343,15 @@ async def errors(port):
           ("1003" if text_code is None else text_code + " + 1000"))
 
 
+def metrics(body):
+    vals = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            vals[k] = float(v)
+    return vals
+
+
 def get(port, path):
     try:
         with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
@@ -352,12 +370,7 @@ async def http(port):
     st, ctype, body = get(port, "/metrics")
     check(st == 200 and ctype.startswith("text/plain; version=0.0.4"),
           "/metrics: %d %s" % (st, ctype))
-    text = body.decode()
-    vals = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            vals[k] = float(v)
+    vals = metrics(body)
     for k in ("aorta_connections_accepted_total",
               "aorta_websocket_upgrades_total", "aorta_http_requests_total",
               "arena_players", "arena_rooms", "arena_ticks_total",

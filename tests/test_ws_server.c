@@ -31,6 +31,7 @@ static uint32_t t_opens, t_errors, t_https;
 static struct ao_conn *t_conns[1100];
 static uint32_t t_nconns;
 static struct ao_conn *t_http_conn;
+static uint32_t t_slots;
 
 static void reset_counters(void)
 {
@@ -39,6 +40,7 @@ static void reset_counters(void)
 	__atomic_store_n(&t_errors, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t_https, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t_nconns, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t_slots, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t_http_conn, NULL, __ATOMIC_RELAXED);
 }
 
@@ -58,11 +60,14 @@ static void h_open(struct ao_conn *c, void *arg)
 /* Keeps a handle on every connection (the broadcast tests). */
 static void h_open_keep(struct ao_conn *c, void *arg)
 {
-	uint32_t i = __atomic_load_n(&t_nconns, __ATOMIC_RELAXED);
+	/* on_open of different connections may run at once. */
+	uint32_t i = __atomic_fetch_add(&t_slots, 1, __ATOMIC_RELAXED);
 
 	(void)arg;
 	t_conns[i] = ao_conn_get(c);
-	__atomic_store_n(&t_nconns, i + 1, __ATOMIC_RELEASE);
+	/* Release: the slot before the count; the reader's acquire load of
+	 * the final count pairs with every increment (a release sequence). */
+	__atomic_fetch_add(&t_nconns, 1, __ATOMIC_RELEASE);
 }
 
 static void h_close(struct ao_conn *c, enum ao_close_reason why, void *arg)
@@ -418,7 +423,8 @@ static void test_subprotocol(void **state)
 	assert_true(cl_closed_within(fd, 5000));
 	close(fd);
 	WAIT_UNTIL(stats(srv).open == 0, 5000);
-	/* Neither got on_open, so neither gets on_close. */
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	/* The refused one got no on_open, so no on_close either. */
 	assert_int_equal(__atomic_load_n(&t_opens, __ATOMIC_ACQUIRE), 1);
 	finish(srv);
 	t_watchdog_disarm();
@@ -932,12 +938,13 @@ static void broadcast(void **state, uint32_t n, bool mixed)
 		for (uint32_t i = 0; i < n; i++)
 			close(fds[i]);
 		WAIT_UNTIL(stats(srv).open == 0, 20000);
+		for (uint32_t i = 0; i < n; i++)
+			ao_conn_put(t_conns[i]);
+		free(fds);
+		/* After the rings are gone: they put its last buffers. */
+		finish(srv);
 		assert_int_equal(ao_bufpool_destroy(pool), 0);
 	}
-	for (uint32_t i = 0; i < n; i++)
-		ao_conn_put(t_conns[i]);
-	free(fds);
-	finish(srv);
 }
 
 static void test_broadcast_1(void **state)
@@ -1041,6 +1048,75 @@ static void test_broadcast_threads(void **state)
 	t_watchdog_disarm();
 }
 
+/* ---- out of pool buffers: messages wait, none is lost ---- */
+
+static uint32_t t_stall;
+
+static int h_stall_echo(struct ao_conn *c, struct ao_buf *pkt, void *arg)
+{
+	while (__atomic_load_n(&t_stall, __ATOMIC_ACQUIRE))
+		t_sleep_ns(1000000);
+	return h_echo(c, pkt, arg);
+}
+
+struct writer {
+	int fd;
+	uint32_t n;
+};
+
+/* Each message in two fragments, with the mask and payload split over
+ * the pool's starvation wherever it falls. */
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+
+	for (uint32_t i = 0; i < w->n; i++) {
+		uint8_t p[100];
+
+		memset(p, (int)i, sizeof(p));
+		memcpy(p, &i, 4);
+		ws_send_raw(w->fd, 0x02, true, p, 60);
+		ws_send_raw(w->fd, 0x80, true, p + 60, 40);
+	}
+	return NULL;
+}
+
+static void test_pool_exhausted(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct writer w;
+	pthread_t t;
+	int fd;
+
+	base_config(state, &cfg);
+	cfg.pool_buffers = 24;
+	cfg.ring_buffers = 8;
+	cfg.handlers.on_packet = h_stall_echo;
+	t_watchdog_arm(60, "ws pool exhausted");
+	srv = start(&cfg);
+	fd = ws_connect(ao_server_port(srv), NULL);
+	__atomic_store_n(&t_stall, 1, __ATOMIC_RELEASE);
+	w = (struct writer){ .fd = fd, .n = 200 };
+	assert_int_equal(pthread_create(&t, NULL, writer_main, &w), 0);
+	WAIT_UNTIL(stats(srv).enobufs > 0, 10000);
+	t_sleep_ns(20000000);
+	__atomic_store_n(&t_stall, 0, __ATOMIC_RELEASE);
+	for (uint32_t i = 0; i < w.n; i++) {
+		uint8_t got[100], want[100], b0;
+
+		memset(want, (int)i, sizeof(want));
+		memcpy(want, &i, 4);
+		assert_int_equal(ws_recv(fd, &b0, got, sizeof(got)), 100);
+		assert_memory_equal(got, want, 100);
+	}
+	pthread_join(t, NULL);
+	close(fd);
+	WAIT_UNTIL(closes(AO_CLOSE_EOF) == 1, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
 /* ---- configuration ---- */
 
 static void test_config(void **state)
@@ -1100,6 +1176,7 @@ int main(void)
 		BOTH(test_broadcast_10),
 		BOTH(test_broadcast_1000),
 		BOTH(test_broadcast_threads),
+		BOTH(test_pool_exhausted),
 	};
 	struct ao_server_config cfg = AO_SERVER_CONFIG_INIT;
 	struct ao_server *srv;

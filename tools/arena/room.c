@@ -1271,6 +1271,12 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	 * 256 bytes never starts with "GE" (0x4547 as a length). */
 	sc.flags |= AO_SERVER_HTTP;
 	sc.ws.protocols = ws_protocols;
+	/* A connection that has sent nothing yet is neither a player nor
+	 * a request: the io closes it at the hello deadline, without an
+	 * error message (it may be an HTTP client).  Never: io's 5 s. */
+	if (a->o.hello_ns != ARENA_NEVER && !a->o.test_clock)
+		sc.ws.header_timeout_ms =
+			(uint32_t)((a->o.hello_ns + 999999) / 1000000);
 	err = ao_server_create(&sc, &a->srv);
 	if (err)
 		return fail("cannot create the server", err);
