@@ -455,7 +455,8 @@ static void test_ws(void **state)
 	play(sa, sb, &bj, &aj);
 	assert_int_equal(jnum(bj, "stalled"), 6);
 	assert_int_equal(jnum(bj, "stall_closed"), 6);
-	assert_true(jnum(aj, "snaps_skipped") > 0);
+	/* Skipped, or closed on their acks first (see test_stall). */
+	assert_true(jnum(aj, "snaps_skipped") + jnum(aj, "ack_slow") > 0);
 	assert_int_equal(jnum(strstr(aj, "\"reasons\""), "slow"), 6);
 	free(bj);
 	free(aj);
