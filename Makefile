@@ -360,6 +360,8 @@ test-links-test_fuzz_echo	:= $(out)tests/fuzz/fuzz_echo.o \
 				   $(call tool-objs,echo) $(tools-lib)
 test-links-test_ws		:= $(out)tests/fuzz/fuzz_ws_frame.o \
 				   $(out)tests/fuzz/fuzz_ws_upgrade.o
+test-links-test_ws_client	:= $(out)tests/fuzz/fuzz_ws_client.o \
+				   $(tools-lib)
 test-links-test_fuzz_arena	:= $(out)tests/fuzz/fuzz_arena.o \
 				   $(out)tools/bots/bot.o $(tools-lib)
 
@@ -435,12 +437,13 @@ demo-game: deps
 FUZZ_TIME ?= 60
 SOAK_TIME ?= 600
 FUZZ_CC ?= clang
-fuzz-names	:= framer proto load echo arena ws_frame ws_upgrade
+fuzz-names	:= framer proto load echo arena ws_frame ws_upgrade ws_client
 fuzz-bins	:= $(patsubst %,$(out)tests/fuzz/fuzz_%,$(fuzz-names))
 fuzz-links-proto := $(tools-lib)
 fuzz-links-load	:= $(call tool-objs,load) $(tools-lib)
 fuzz-links-echo	:= $(call tool-objs,echo) $(tools-lib)
 fuzz-links-arena := $(out)tools/bots/bot.o $(tools-lib)
+fuzz-links-ws_client := $(tools-lib)
 
 $(out)tests/fuzz/entry-%.o: ccflags-y = -DFUZZ_TARGET=fuzz_$*
 $(out)tests/fuzz/entry-%.o: tests/fuzz/entry.c $(flags-file) | $(config-h)

@@ -490,6 +490,53 @@ static void test_stall(void **state)
 	t_watchdog_disarm();
 }
 
+/* The same over WebSocket (ao-bots --ws): every check of test_play's,
+ * and 24 readers unharmed beside 6 WebSocket bots that stop reading,
+ * which the server skips and closes as it does len16 ones. */
+static void test_ws(void **state)
+{
+	const char *aa[] = { NULL };
+	const char *ba[] = { "--ws",
+			     "--players=60",
+			     "--duration=2s",
+			     "--ramp=200ms",
+			     "--chat=300ms",
+			     "--drain=1s",
+			     NULL };
+	const char *sa[] = { "--tick-rate=100", "--stall-timeout=1s",
+			     "--sndbuf=4k", NULL };
+	const char *sb[] = { "--ws",
+			     "--players=30",
+			     "--stall=6",
+			     "--stall-after=100ms",
+			     "--duration=4s",
+			     "--ramp=100ms",
+			     "--chat=500ms",
+			     "--drain=1s",
+			     NULL };
+	char *bj, *aj;
+
+	(void)state;
+	need_tools();
+	t_watchdog_arm(60, "bots over WebSocket");
+	play(aa, ba, &bj, &aj);
+	assert_non_null(strstr(bj, "\"ws\":true"));
+	assert_int_equal(jnum(bj, "joins"), 60);
+	assert_int_equal(jnum(aj, "players_peak"), 60);
+	assert_true(jnum(bj, "snapshots") > 0);
+	free(bj);
+	free(aj);
+	play(sa, sb, &bj, &aj);
+	assert_int_equal(jnum(bj, "stalled"), 6);
+	assert_int_equal(jnum(bj, "stall_closed"), 6);
+	/* Skipped, or closed on their acks first (see test_stall). */
+	assert_true(jnum(aj, "snaps_skipped") + jnum(aj, "ack_slow") > 0);
+	assert_int_equal(jnum(strstr(aj, "\"reasons\""), "slow"), 6);
+	free(bj);
+	free(aj);
+	t_watchdog_disarm();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -499,6 +546,7 @@ int main(void)
 		cmocka_unit_test(test_play_variants),
 		cmocka_unit_test(test_churn),
 		cmocka_unit_test(test_stall),
+		cmocka_unit_test(test_ws),
 	};
 	const char *dir = getenv("AO_TOOLS_DIR");
 

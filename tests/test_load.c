@@ -3,7 +3,10 @@
  * ao-load end to end, on loopback: its command line and exit codes, and
  * runs against a small echo server in each framing and engine, asserting
  * every request came back and matched; then servers that corrupt a byte
- * or hang up, which must make the exit status 1.
+ * or hang up, which must make the exit status 1.  With --ws, against a
+ * small WebSocket echo server here (a process per connection): frames
+ * echoed in odd pieces with pings between them, a flipped byte, a close
+ * frame, a refused upgrade.
  *
  * ao-load is linked in (load_main(), its main() but for the name) and
  * each run is a child
@@ -15,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,7 +32,15 @@
 #include "../tools/load/load.h"
 #include "helpers.h"
 
-enum srv_mode { SRV_ECHO, SRV_FLIP, SRV_HANGUP };
+enum srv_mode {
+	SRV_ECHO,
+	SRV_FLIP,
+	SRV_HANGUP,
+	SRV_WS, /* WebSocket: echo, a ping before every 3rd */
+	SRV_WS_FLIP, /* ... a payload byte flipped in every 50th */
+	SRV_WS_CLOSE, /* ... a close frame (1001) for the 100th */
+	SRV_WS_REFUSE, /* answers the upgrade with 403 */
+};
 
 struct server {
 	pid_t pid;
@@ -89,6 +101,140 @@ static void __attribute__((noreturn)) serve(int lfd, enum srv_mode mode)
 	}
 }
 
+static bool read_full(int fd, uint8_t *p, size_t n)
+{
+	ssize_t r;
+
+	for (; n; p += r, n -= (size_t)r) {
+		r = read(fd, p, n);
+		if (r <= 0)
+			return false;
+	}
+	return true;
+}
+
+/* Write in pieces of 1, 2 and 3 bytes first, then the rest: the client's
+ * decoder sees frames cut anywhere. */
+static void write_cut(int fd, const uint8_t *p, size_t n)
+{
+	size_t k = 1;
+	ssize_t w;
+
+	while (n) {
+		w = write(fd, p, k < 4 && k < n ? k : n);
+		if (w <= 0)
+			_exit(0);
+		p += w;
+		n -= (size_t)w;
+		k++;
+	}
+}
+
+/* One WebSocket connection, to its end. */
+static void __attribute__((noreturn)) ws_conn(int fd, enum srv_mode mode)
+{
+	static uint8_t buf[70000], out[70000 + 14];
+	char head[4096], acc[WSC_ACCEPT_LEN + 1], key[WSC_KEY_LEN + 1];
+	size_t got = 0, n, h, i;
+	unsigned long msgs = 0;
+	const char *k;
+	ssize_t r;
+	int len;
+
+	while (got < sizeof(head) - 1) {
+		r = read(fd, head + got, sizeof(head) - 1 - got);
+		if (r <= 0)
+			_exit(0);
+		got += (size_t)r;
+		head[got] = '\0';
+		if (strstr(head, "\r\n\r\n"))
+			break;
+	}
+	k = strstr(head, "Sec-WebSocket-Key: ");
+	if (!k || mode == SRV_WS_REFUSE) {
+		len = snprintf(head, sizeof(head),
+			       "HTTP/1.1 403 Forbidden\r\n\r\n");
+		write_cut(fd, (uint8_t *)head, (size_t)len);
+		_exit(0);
+	}
+	memcpy(key, k + 19, WSC_KEY_LEN);
+	key[WSC_KEY_LEN] = '\0';
+	wsc_accept(key, acc);
+	len = snprintf(head, sizeof(head),
+		       "HTTP/1.1 101 Switching Protocols\r\n"
+		       "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+		       "Sec-WebSocket-Accept: %s\r\n\r\n",
+		       acc);
+	write_cut(fd, (uint8_t *)head, (size_t)len);
+	for (;;) {
+		if (!read_full(fd, buf, 2))
+			_exit(0);
+		n = buf[1] & 0x7f;
+		if (!(buf[1] & 0x80) || n == 127)
+			_exit(2); /* unmasked, or larger than this serves */
+		if (n == 126) {
+			if (!read_full(fd, buf + 2, 2))
+				_exit(0);
+			n = (size_t)buf[2] << 8 | buf[3];
+		}
+		h = buf[0];
+		if (!read_full(fd, buf, 4 + n))
+			_exit(0);
+		for (i = 0; i < n; i++)
+			buf[4 + i] ^= buf[i & 3];
+		if ((h & 0x0f) == WSC_PONG)
+			continue;
+		if (h != 0x80 + WSC_BINARY)
+			_exit(3);
+		msgs++;
+		if (mode == SRV_WS_CLOSE && msgs == 100) {
+			static const uint8_t cl[] = { 0x88, 2, 0x03, 0xe9 };
+
+			write_cut(fd, cl, sizeof(cl));
+			_exit(0);
+		}
+		if (mode == SRV_WS_FLIP && msgs % 50 == 0)
+			buf[4 + n / 2] ^= 0x10;
+		if (msgs % 3 == 0) {
+			static const uint8_t ping[] = { 0x89, 1, 'p' };
+
+			write_cut(fd, ping, sizeof(ping));
+		}
+		out[0] = 0x82;
+		if (n < 126) {
+			out[1] = (uint8_t)n;
+			h = 2;
+		} else {
+			out[1] = 126;
+			out[2] = (uint8_t)(n >> 8);
+			out[3] = (uint8_t)n;
+			h = 4;
+		}
+		memcpy(out + h, buf + 4, n);
+		write_cut(fd, out, h + n);
+	}
+}
+
+/* A process per WebSocket connection. */
+static void __attribute__((noreturn)) serve_ws(int lfd, enum srv_mode mode)
+{
+	int fd, one = 1;
+
+	signal(SIGCHLD, SIG_IGN); /* no zombies */
+	for (;;) {
+		fd = accept(lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		/* The small writes go out at once (no delayed-ACK wait). */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (fork() == 0) {
+			close(lfd);
+			ws_conn(fd, mode);
+		}
+		close(fd);
+	}
+}
+
 static struct server server_start(enum srv_mode mode)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
@@ -108,6 +254,9 @@ static struct server server_start(enum srv_mode mode)
 	assert_true(s.pid >= 0);
 	if (s.pid == 0) {
 		child_guard(120);
+		setpgid(0, 0); /* server_stop() kills its connections too */
+		if (mode >= SRV_WS)
+			serve_ws(lfd, mode);
 		serve(lfd, mode);
 	}
 	close(lfd);
@@ -118,6 +267,7 @@ static void server_stop(struct server *s)
 {
 	int st;
 
+	kill(-s->pid, SIGKILL);
 	kill(s->pid, SIGKILL);
 	assert_int_equal(waitpid(s->pid, &st, 0), s->pid);
 }
@@ -363,6 +513,81 @@ static void test_hangup(void **state)
 	server_stop(&s);
 }
 
+static void ws_run(const char *port, const char *engine, const char *pipeline,
+		   const char *threads, const char *size)
+{
+	char *out;
+	int rc;
+
+	rc = run_load(&out, "-p", port, "--ws", "-e", engine, "-c", "6", "-P",
+		      pipeline, "-t", threads, "-n", "1200", "-s", size,
+		      "--json", NULL);
+	if (rc)
+		fprintf(stderr, "ws %s %s: exit %d: %s\n", engine, size, rc,
+			out);
+	assert_int_equal(rc, 0);
+	assert_int_equal(json_num(out, "requests"), 1200);
+	assert_int_equal(json_num(out, "mismatches"), 0);
+	assert_int_equal(json_num(out, "errors"), 0);
+	assert_non_null(strstr(out, "\"framing\":\"ws\""));
+	free(out);
+}
+
+static void test_ws(void **state)
+{
+	struct server s = server_start(SRV_WS);
+	char port[16], *out;
+	int rc;
+
+	(void)state;
+	t_watchdog_arm(120, "test_ws");
+	snprintf(port, sizeof(port), "%u", s.port);
+	/* Payloads with 7- and 16-bit lengths; pings answered meanwhile. */
+	ws_run(port, "epoll", "1", "1", "100");
+	ws_run(port, "epoll", "4", "2", "1000");
+	if (engine_uring_probe() == 0) {
+		ws_run(port, "uring", "1", "1", "125");
+		ws_run(port, "uring", "4", "2", "126");
+	}
+	/* -f ws is --ws; --ws with another framing is a usage error. */
+	assert_int_equal(run_load(NULL, "-p", port, "-f", "ws", "-c", "1", "-n",
+				  "10", NULL),
+			 0);
+	assert_int_equal(
+		run_load(NULL, "-p", port, "--ws", "-f", "len16", NULL), 2);
+	assert_int_equal(run_load(NULL, "-p", port, "--ws-path=x", NULL), 2);
+	server_stop(&s);
+
+	/* A flipped byte is a mismatch; a close frame ends the connection. */
+	s = server_start(SRV_WS_FLIP);
+	snprintf(port, sizeof(port), "%u", s.port);
+	assert_int_equal(run_load(&out, "-p", port, "--ws", "-c", "2", "-n",
+				  "1000", "--json", NULL),
+			 1);
+	assert_true(json_num(out, "mismatches") > 0);
+	assert_int_equal(json_num(out, "requests"), 1000);
+	free(out);
+	server_stop(&s);
+	s = server_start(SRV_WS_CLOSE);
+	snprintf(port, sizeof(port), "%u", s.port);
+	rc = run_load(&out, "-p", port, "--ws", "-c", "3", "-d", "2s", "--json",
+		      NULL);
+	if (rc != 1)
+		fprintf(stderr, "close: exit %d: %s\n", rc, out);
+	assert_int_equal(rc, 1);
+	assert_int_equal(json_num(out, "conn_errors"), 3);
+	assert_int_equal(json_num(out, "requests"), 3 * 99);
+	free(out);
+	server_stop(&s);
+	/* A refused upgrade: could not connect. */
+	s = server_start(SRV_WS_REFUSE);
+	snprintf(port, sizeof(port), "%u", s.port);
+	assert_int_equal(run_load(NULL, "-p", port, "--ws", "-c", "2", NULL),
+			 3);
+	server_stop(&s);
+	t_watchdog_disarm();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -372,6 +597,7 @@ int main(void)
 		cmocka_unit_test(test_open_loop_and_hist),
 		cmocka_unit_test(test_mismatch),
 		cmocka_unit_test(test_hangup),
+		cmocka_unit_test(test_ws),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

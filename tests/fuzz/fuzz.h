@@ -26,6 +26,8 @@ int fuzz_echo(const uint8_t *data, size_t size);
 int fuzz_arena(const uint8_t *data, size_t size);
 int fuzz_ws_frame(const uint8_t *data, size_t size);
 int fuzz_ws_upgrade(const uint8_t *data, size_t size);
+/* The tools' WebSocket client decoder (tools/common/ws_client.c). */
+int fuzz_ws_client(const uint8_t *data, size_t size);
 /* ao-echo's command line (fuzz_echo's input): the exit status its parser
  * asked for, or -1 when it accepted the line. */
 int fuzz_echo_status(const uint8_t *data, size_t size);

@@ -72,9 +72,11 @@ static int fuzz_load_reply(const uint8_t *data, size_t size)
 	w.alive = 1;
 	w.quota = requests;
 	w.frame_len = framing_hdr_len(ctx.o.framing) + ctx.o.size;
+	w.tx_len = w.frame_len; /* not --ws: sent as echoed */
 	total = requests * w.frame_len;
 	w.pattern = malloc(pattern_len(ctx.o.size));
 	c.ring = malloc((size_t)ctx.o.pipeline * w.frame_len);
+	c.echo = c.ring;
 	c.t_start = calloc(ctx.o.pipeline, sizeof(*c.t_start));
 	stream = malloc(total + 1);
 	FUZZ_CHECK(w.pattern && c.ring && c.t_start && stream);

@@ -22,7 +22,7 @@ cd "$src" || exit 1
 
 # target: max_len
 targets='framer:4096 proto:256 load:1024 echo:512 arena:4096
-	ws_frame:4096 ws_upgrade:2048'
+	ws_frame:4096 ws_upgrade:2048 ws_client:2048'
 n=$(echo $targets | wc -w)
 share=$((time / n))
 [ "$share" -ge 1 ] || share=1

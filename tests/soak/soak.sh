@@ -26,7 +26,8 @@
 # Beside them, the game server: an ao-arena under ao-bots players that
 # leave, rejoin and reconnect all the time (--churn) for the whole run,
 # and, once after the warm-up, a second ao-arena under 100 players (two
-# full rooms) of which 20 stop reading.  It
+# full rooms) of which 20 stop reading, and on a third the same over
+# WebSocket (ao-bots --ws; SOAK_WS=0 leaves it out).  It
 # fails on any verification failure of either ao-bots run (a tick out of
 # order, a position or chat line wrong or missing, a player id from
 # another room, a stalled bot not closed), RSS outside the buffer pool
@@ -45,6 +46,7 @@ misb_bin=$tools/misbehave/ao-misbehave
 arena_bin=$tools/arena/ao-arena
 bots_bin=$tools/bots/ao-bots
 soak_arena=${SOAK_ARENA:-1}
+soak_ws=${SOAK_WS:-1}
 bins="$echo_bin $load_bin $misb_bin"
 [ "$soak_arena" = 0 ] || bins="$bins $arena_bin $bots_bin"
 for b in $bins; do
@@ -315,6 +317,23 @@ if [ "$soak_arena" != 0 ]; then
 	) &
 	echo $! >"$tmp/arena-stall.pid"
 	children="$children $!"
+	if [ "$soak_ws" != 0 ]; then
+		# The same over WebSocket: stalled WebSocket clients are
+		# skipped and closed like len16 ones, the readers verified.
+		"$arena_bin" --port=0 --json --quiet >"$tmp/arena3.out" \
+			2>"$tmp/arena3.err" &
+		started arena3
+		(
+			sleep "$warm_s"
+			"$bots_bin" --port="$(cat "$tmp/arena3.port")" --ws \
+				--players=100 --stall=20 --duration=25s \
+				--json --quiet >"$tmp/arena-stall-ws.json" \
+				2>"$tmp/arena-stall-ws.err"
+			echo $? >"$tmp/arena-stall-ws.rc"
+		) &
+		echo $! >"$tmp/arena-stall-ws.pid"
+		children="$children $!"
+	fi
 fi
 # The loads' connections first: a flood must not take their places.
 sleep 1
@@ -369,6 +388,7 @@ if [ "$soak_arena" != 0 ]; then
 	wait "$(cat "$tmp/arena-bots.pid")"
 	echo $? >"$tmp/arena-bots.rc"
 	wait "$(cat "$tmp/arena-stall.pid")"
+	[ "$soak_ws" = 0 ] || wait "$(cat "$tmp/arena-stall-ws.pid")"
 fi
 # The loops end by themselves: their runs are cut to the time left (and
 # each run is bounded by its --duration plus its 10 s --timeout).
@@ -450,7 +470,13 @@ done
 if [ "$soak_arena" != 0 ]; then
 	echo "soak: arena"
 	rss_flat arena "$tmp/arena.rss"
-	for b in bots stall; do
+	bruns="bots stall"
+	aruns="arena arena2"
+	if [ "$soak_ws" != 0 ]; then
+		bruns="$bruns stall-ws"
+		aruns="$aruns arena3"
+	fi
+	for b in $bruns; do
 		bj=$(cat "$tmp/arena-$b.json" 2>/dev/null)
 		brc=$(cat "$tmp/arena-$b.rc" 2>/dev/null)
 		echo "  ao-bots     ($b) $(jnum "$bj" connects) connects," \
@@ -463,7 +489,7 @@ if [ "$soak_arena" != 0 ]; then
 				"$(tail -n 5 "$tmp/arena-$b.err")"
 		fi
 	done
-	for a in arena arena2; do
+	for a in $aruns; do
 		pid=$(cat "$tmp/$a.pid")
 		kill -TERM "$pid"
 		wait "$pid"

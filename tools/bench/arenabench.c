@@ -11,8 +11,11 @@
  * send) on one ring thread, the copy broadcast (--copy-broadcast: a copy
  * per member, what a server without refcounted buffers does), and the
  * shared broadcast on two ring threads (--rings=2).  A fresh server for
- * every cell.  Then the stall cell (--stall-seconds, 60): 1000 bots that
- * read and 200 that stop reading a second after they join.
+ * every cell.  At 1000 and 2000 players a fourth: the shared broadcast
+ * on one ring with the bots over WebSocket (ao-bots --ws: one arena
+ * message per binary message) instead of len16 (--no-ws: none).  Then the
+ * stall cell (--stall-seconds, 60): 1000 bots that read and 200 that stop
+ * reading a second after they join; and the same over WebSocket.
  *
  * --runs=N (1) runs the player counts' cells N times, in rounds (every
  * cell once, then again), as this VM changes speed from one minute to the
@@ -64,15 +67,15 @@
 #define DRAIN_S 2.0
 #define SLACK_S 40.0 /* connect, drain, stop and margin */
 
-enum variant { V_SHARED, V_COPY, V_RINGS2, NVAR };
+enum variant { V_SHARED, V_COPY, V_RINGS2, V_WS, NVAR };
 
-static const char *const var_name[NVAR] = { "shared", "copy", "rings2" };
+static const char *const var_name[NVAR] = { "shared", "copy", "rings2", "ws" };
 
 static struct bench_opts opts;
 static char arena_path[PATH_MAX], bots_path[PATH_MAX];
 static unsigned int players[MAX_LIST] = { 200, 1000, 2000, 5000 };
 static unsigned int nplayers = 4;
-static bool var_on[NVAR] = { true, true, true };
+static bool var_on[NVAR] = { true, true, true, true };
 static bool stall_on = true;
 static double stall_seconds = 60;
 static unsigned int stall_readers = 1000, stall_bots = 200;
@@ -90,7 +93,9 @@ static const char extra_usage[] =
 	"  --players=LIST      player counts (default 200,1000,2000,5000)\n"
 	"  --no-copy           skip the copy-broadcast cells\n"
 	"  --no-rings2         skip the two-ring cells\n"
-	"  --no-stall          skip the stall cell\n"
+	"  --no-ws             skip the WebSocket cells (1000 and 2000 players,\n"
+	"                      and the stall cell's twin)\n"
+	"  --no-stall          skip the stall cells\n"
 	"  --stall-seconds=S   the stall cell's length (default 60; --quick 10)\n"
 	"  --stall-readers=N   bots that read in it (default 1000)\n"
 	"  --stall-bots=N      bots that stop reading in it (default 200)\n"
@@ -135,6 +140,8 @@ static bool parse_extra(const char *a)
 			bad_value(a);
 	} else if (!strcmp(a, "--no-copy")) {
 		var_on[V_COPY] = false;
+	} else if (!strcmp(a, "--no-ws")) {
+		var_on[V_WS] = false;
 	} else if (!strcmp(a, "--no-rings2")) {
 		var_on[V_RINGS2] = false;
 	} else if (!strcmp(a, "--no-stall")) {
@@ -237,7 +244,7 @@ struct result {
 
 static struct result results[MAX_LIST][NVAR];
 static struct result rounds[MAX_LIST][NVAR][MAX_RUNS];
-static struct result stall_result;
+static struct result stall_result, stall_ws_result;
 static int broken;
 
 /* The arena's statistics line after a signal (SIGUSR1 or SIGUSR2). */
@@ -306,6 +313,8 @@ static void run_cell(struct result *r, unsigned int n, enum variant v,
 	child_arg(&ba, "--engine=%s", bots_engine);
 	child_arg(&ba, "--json");
 	child_arg(&ba, "--quiet");
+	if (v == V_WS)
+		child_arg(&ba, "--ws");
 	if (stalled)
 		child_arg(&ba, "--stall=%u", stalled);
 	t0 = child_now_s();
@@ -410,6 +419,7 @@ static void print_json(const struct result *r, const char *cell)
 	bench_json_begin("arenabench");
 	bench_json_str("cell", cell);
 	bench_json_str("broadcast", r->var == V_COPY ? "copy" : "shared");
+	bench_json_str("transport", r->var == V_WS ? "ws" : "len16");
 	bench_json_int("rings", r->var == V_RINGS2 ? 2 : 1);
 	bench_json_int("players", r->players);
 	bench_json_int("stalled_bots", r->stalled);
@@ -470,16 +480,16 @@ static void median_run(struct result *out, const struct result *runs)
 	}
 }
 
-/* The median over the rounds of shared / copy CPU for players[i] (the
- * rounds where both ran). */
-static double pair_ratio(unsigned int i)
+/* The median over the rounds of variant a's CPU / variant b's for
+ * players[i] (the rounds where both ran). */
+static double pair_ratio(unsigned int i, enum variant a, enum variant b)
 {
 	double q[MAX_RUNS];
 	int n = 0;
 
 	for (int k = 0; k < opts.runs; k++) {
-		const struct result *s = &rounds[i][V_SHARED][k];
-		const struct result *c = &rounds[i][V_COPY][k];
+		const struct result *s = &rounds[i][a][k];
+		const struct result *c = &rounds[i][b][k];
 
 		if (s->ran && c->ran && c->cpu_us > 0)
 			q[n++] = s->cpu_us / c->cpu_us;
@@ -541,6 +551,9 @@ int main(int argc, char **argv)
 					 var_name[v], players[i]);
 				if (!var_on[v] || !bench_selected(&opts, cell))
 					continue;
+				if (v == V_WS && players[i] != 1000 &&
+				    players[i] != 2000)
+					continue;
 				run_cell_retry(r, players[i], (enum variant)v,
 					       0, opts.seconds);
 				if (opts.runs > 1)
@@ -599,6 +612,20 @@ int main(int argc, char **argv)
 		if (r->ran && r->failures)
 			zero_fail = false;
 	}
+	snprintf(cell, sizeof(cell), "stall-ws/%u+%u", stall_readers,
+		 stall_bots);
+	if (stall_on && var_on[V_WS] && bench_selected(&opts, cell)) {
+		struct result *r = &stall_ws_result;
+
+		run_cell_retry(r, stall_readers, V_WS, stall_bots,
+			       stall_seconds);
+		if (opts.json)
+			print_json(r, cell);
+		else
+			print_row(r, cell);
+		if (r->ran && r->failures)
+			zero_fail = false;
+	}
 
 	if (!opts.json) {
 		const struct result *k = NULL, *s2 = NULL, *c2 = NULL;
@@ -635,7 +662,7 @@ int main(int argc, char **argv)
 				     k->late_p99_ms);
 		}
 		if (s2 && c2 && s2->ran && c2->ran) {
-			double q = pair_ratio(i2);
+			double q = pair_ratio(i2, V_SHARED, V_COPY);
 
 			bench_target(q <= 0.8,
 				     "2000 players: shared / copy server CPU "
@@ -646,27 +673,62 @@ int main(int argc, char **argv)
 						     "ratios)" :
 						     "");
 		}
-		if (stall_on && stall_result.ran) {
-			const struct result *r = &stall_result;
-			double grow = (r->mem_end_kb - r->mem_start_kb) / 1024;
+		for (unsigned int i = 0; i < nplayers; i++) {
+			const struct result *w = &results[i][V_WS];
+			const struct result *s = &results[i][V_SHARED];
+			double q;
 
+			if (!w->ran)
+				continue;
+			bench_target(fits(w),
+				     "%u players over WebSocket: p99 %.1f ms "
+				     "(<= %d), %.3f%% delivered (>= 99.9%%), "
+				     "%.0f failures",
+				     players[i], w->lat_p99_ms,
+				     1000 / TICK_HZ + 10, w->delivered * 100,
+				     w->failures);
+			if (!s->ran)
+				continue;
+			q = pair_ratio(i, V_WS, V_SHARED);
+			bench_target(q <= 1.15,
+				     "%u players: WebSocket / len16 server "
+				     "CPU %.2f / %.2f us per player-second, "
+				     "%.2fx%s (<= 1.15x)%s",
+				     players[i], w->cpu_us, s->cpu_us, q,
+				     opts.runs > 1 ? " (median of the rounds' "
+						     "ratios)" :
+						     "",
+				     w->others > noise_max ||
+						     s->others > noise_max ?
+					     " noisy" :
+					     "");
+		}
+		for (int t = 0; t < 2; t++) {
+			const struct result *r = t ? &stall_ws_result :
+						     &stall_result;
+			const char *sn = t ? "stall-ws" : "stall";
+			double grow;
+
+			if (!stall_on || !r->ran)
+				continue;
+			grow = (r->mem_end_kb - r->mem_start_kb) / 1024;
 			bench_target(grow <= 16,
-				     "stall: server memory outside the pool "
+				     "%s: server memory outside the pool "
 				     "%+.1f MiB (%.1f -> %.1f; <= 16)",
-				     grow, r->mem_start_kb / 1024,
+				     sn, grow, r->mem_start_kb / 1024,
 				     r->mem_end_kb / 1024);
 			bench_target(r->lat_p99_ms <= 60 &&
 					     r->delivered >= 0.999,
-				     "stall: readers p99 %.1f ms (<= 60), "
+				     "%s: readers p99 %.1f ms (<= 60), "
 				     "%.3f%% delivered (>= 99.9%%)",
-				     r->lat_p99_ms, r->delivered * 100);
+				     sn, r->lat_p99_ms, r->delivered * 100);
 			bench_target(r->stall_closed >= stall_bots &&
 					     r->arena_stalled >= stall_bots &&
 					     r->skipped > 0,
-				     "stall: %.0f of %u stalled bots closed "
+				     "%s: %.0f of %u stalled bots closed "
 				     "(the server closed %.0f as stalled, "
 				     "skipped %.0f snapshots in the window)",
-				     r->stall_closed, stall_bots,
+				     sn, r->stall_closed, stall_bots,
 				     r->arena_stalled, r->skipped);
 		}
 		bench_target(zero_fail, "zero verification failures in "

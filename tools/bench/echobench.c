@@ -12,6 +12,14 @@
  * fresh server and stops it after the load; the servers of one cell run
  * one after the other, so the ratios compare runs seconds apart.
  *
+ * WebSocket: ao-echo --framing=ws (io_uring, ring mode) under ao-load
+ * --ws (masked binary frames, every echo checked) beside the same server
+ * with len16 framing under ao-load --framing=len16, the framing the
+ * WebSocket one replaces.  By default these two run at 100 and 500
+ * clients only (a --clients list runs them at every count it names), and
+ * the others not at 100; the target is the WebSocket server's CPU per
+ * echoed message at most 1.15x len16's.
+ *
  * On a 2-core machine the load generator competes with the server for
  * CPU, so requests/s alone says little; the figure that matters is the
  * server's CPU time per request: user + system ticks of the server process
@@ -80,6 +88,8 @@ enum srv_id {
 	S_URING_WORKER,
 	S_EPOLL_RING,
 	S_EPOLL_WORKER,
+	S_URING_LEN16,
+	S_URING_WS,
 	NSRV
 };
 
@@ -87,21 +97,40 @@ struct srv_desc {
 	const char *name;
 	const char *backend; /* ao-echo --backend; NULL: the baseline */
 	const char *mode; /* ao-echo --mode */
+	const char *framing; /* ao-echo --framing; NULL: raw */
 };
 
 static const struct srv_desc srvs[NSRV] = {
-	[S_BASE] = { "baseline", NULL, NULL },
-	[S_URING_RING] = { "uring-ring", "uring", "ring" },
-	[S_URING_WORKER] = { "uring-worker", "uring", "worker" },
-	[S_EPOLL_RING] = { "epoll-ring", "epoll", "ring" },
-	[S_EPOLL_WORKER] = { "epoll-worker", "epoll", "worker" },
+	[S_BASE] = { "baseline", NULL, NULL, NULL },
+	[S_URING_RING] = { "uring-ring", "uring", "ring", NULL },
+	[S_URING_WORKER] = { "uring-worker", "uring", "worker", NULL },
+	[S_EPOLL_RING] = { "epoll-ring", "epoll", "ring", NULL },
+	[S_EPOLL_WORKER] = { "epoll-worker", "epoll", "worker", NULL },
+	[S_URING_LEN16] = { "uring-len16", "uring", "ring", "len16" },
+	[S_URING_WS] = { "uring-ws", "uring", "ring", "ws" },
 };
+
+/* The framing a server and its ao-load speak. */
+static const char *srv_framing(int s)
+{
+	return srvs[s].framing ? srvs[s].framing : "raw";
+}
+
+/* The WebSocket pair (uring-len16, uring-ws) and the rest split the
+ * default client counts: the pair at 100 and 500, the rest but at 100. */
+static bool ws_pair(int s)
+{
+	return s == S_URING_LEN16 || s == S_URING_WS;
+}
+
+static bool default_cell(int s, unsigned int ci);
 
 static struct bench_opts opts;
 static char echo_path[PATH_MAX], load_path[PATH_MAX], base_path[PATH_MAX];
 static unsigned int srv_mask = (1u << NSRV) - 1;
-static unsigned int clients_list[MAX_LIST] = { 1, 50, 500, 1000 };
-static unsigned int nclients = 4;
+static unsigned int clients_list[MAX_LIST] = { 1, 50, 100, 500, 1000 };
+static unsigned int nclients = 5;
+static bool clients_given;
 static unsigned int sizes_list[MAX_LIST] = { 128, 512 };
 static unsigned int nsizes = 2;
 static bool sizes_given;
@@ -116,8 +145,13 @@ static long clk_tck;
 static const char extra_usage[] =
 	"  --servers=LIST       of baseline, uring-ring, uring-worker, "
 	"epoll-ring,\n"
-	"                       epoll-worker (default all)\n"
-	"  --clients=LIST       connections per cell (1,50,500,1000)\n"
+	"                       epoll-worker, uring-len16, uring-ws "
+	"(default all)\n"
+	"  --clients=LIST       connections per cell (1,50,100,500,1000; "
+	"by default\n"
+	"                       uring-len16 and uring-ws at 100 and 500 "
+	"only, the\n"
+	"                       others at all but 100)\n"
 	"  --sizes=LIST         payload bytes (128,512; --quick: 128)\n"
 	"  --echo=PATH          ao-echo (default ../echo/ao-echo next to "
 	"this program)\n"
@@ -197,6 +231,16 @@ static void parse_cpus(const char *arg, const char *val, cpu_set_t *set)
 		bad_value(arg);
 }
 
+/* Whether server s runs at client count ci (see ws_pair()). */
+static bool default_cell(int s, unsigned int ci)
+{
+	unsigned int n = clients_list[ci];
+
+	if (clients_given)
+		return true;
+	return ws_pair(s) ? n == 100 || n == 500 : n != 100;
+}
+
 static void set_path(char *dst, const char *arg, const char *val)
 {
 	if (!*val || strlen(val) >= PATH_MAX)
@@ -230,6 +274,7 @@ static bool parse_extra(const char *a)
 			bad_value(a);
 	} else if (!strncmp(a, "--clients=", 10)) {
 		parse_list(a, a + 10, clients_list, &nclients, 100000);
+		clients_given = true;
 	} else if (!strncmp(a, "--sizes=", 8)) {
 		parse_list(a, a + 8, sizes_list, &nsizes, 1u << 20);
 		sizes_given = true;
@@ -476,7 +521,7 @@ static int server_start(int s, struct child *c, unsigned int *port,
 	} else {
 		child_arg(&a, "%s", echo_path);
 		child_arg(&a, "--port=0");
-		child_arg(&a, "--framing=raw");
+		child_arg(&a, "--framing=%s", srv_framing(s));
 		child_arg(&a, "--backend=%s", srvs[s].backend);
 		child_arg(&a, "--mode=%s", srvs[s].mode);
 		child_arg(&a, "--drain-timeout=2s");
@@ -549,7 +594,7 @@ static unsigned int threads_for(unsigned int clients)
 }
 
 /* Load the server on port: fills sm; 0, or -1 if the load did not run. */
-static int load_run(pid_t srv, unsigned int port, unsigned int clients,
+static int load_run(int s, pid_t srv, unsigned int port, unsigned int clients,
 		    unsigned int size, struct sample *sm, struct cell *cl)
 {
 	struct child_args a = { .n = 0 };
@@ -570,7 +615,10 @@ static int load_run(pid_t srv, unsigned int port, unsigned int clients,
 	child_arg(&a, "--duration=%lldms", ms > 0 ? ms : 1);
 	child_arg(&a, "--threads=%u", threads);
 	child_arg(&a, "--engine=%s", load_engine);
-	child_arg(&a, "--framing=raw");
+	if (s == S_URING_WS)
+		child_arg(&a, "--ws");
+	else
+		child_arg(&a, "--framing=%s", srv_framing(s));
 	child_arg(&a, "--timeout=5s");
 	child_arg(&a, "--json");
 	child_arg(&a, "--progress=always");
@@ -720,7 +768,8 @@ static int run_once(int s, unsigned int ci, unsigned int si, struct sample *sm)
 		child_close(&srv);
 		return -1;
 	}
-	r = load_run(srv.pid, port, clients_list[ci], sizes_list[si], sm, cl);
+	r = load_run(s, srv.pid, port, clients_list[ci], sizes_list[si], sm,
+		     cl);
 	if (child_gone(&srv)) {
 		/* It died under the load (a crash, or it gave up). */
 		note(cl, "server died during the load: %s: %s",
@@ -820,7 +869,7 @@ static void print_cell_json(int s, unsigned int ci, unsigned int si)
 	bench_json_str("mode", srvs[s].mode ? srvs[s].mode : "baseline");
 	bench_json_int("clients", clients_list[ci]);
 	bench_json_int("size", sizes_list[si]);
-	bench_json_str("framing", "raw");
+	bench_json_str("framing", srv_framing(s));
 	bench_json_num("seconds", opts.seconds);
 	bench_json_int("load_threads", threads_for(clients_list[ci]));
 	bench_json_str("load_engine", load_engine);
@@ -856,6 +905,11 @@ static void print_cell_json(int s, unsigned int ci, unsigned int si)
 			bench_json_num("rps_vs_baseline",
 				       ratio(c->rps, b->rps));
 		}
+		if (s == S_URING_WS && cells[S_URING_LEN16][ci][si].ok)
+			bench_json_num(
+				"cpu_vs_len16",
+				ratio(c->cpu_us,
+				      cells[S_URING_LEN16][ci][si].cpu_us));
 		if (last->srv_accepted >= 0)
 			bench_json_num("server_accepted", last->srv_accepted);
 		if (last->srv_enobufs >= 0)
@@ -1048,6 +1102,14 @@ static void targets(void)
 			   "zero mismatches: %lld in %d of %d cells:%s", mism,
 			   bad_cells, cells_ok, bad);
 
+	/* WebSocket against len16, at every count both ran (100 and 500 by
+	 * default). */
+	for (unsigned int si = 0; si < nsizes; si++)
+		for (unsigned int ci = 0; ci < nclients; ci++)
+			if (loaded(ci))
+				cpu_target(S_URING_WS, S_URING_LEN16, ci, si,
+					   1.15);
+
 	for (unsigned int ci = 0; ci < nclients; ci++) {
 		if (clients_list[ci] != 1000)
 			continue;
@@ -1140,8 +1202,9 @@ int main(int argc, char **argv)
 	if (!opts.json) {
 		printf("echobench: ao-echo (uring, epoll x ring, worker) and "
 		       "the epoll baseline on 127.0.0.1,\n"
-		       "raw framing, closed loop (1 request in flight per "
-		       "connection), %.1f s per cell, %d run%s\n",
+		       "raw framing (uring-len16: len16, uring-ws: WebSocket), "
+		       "closed loop (1 request in\n"
+		       "flight per connection), %.1f s per cell, %d run%s\n",
 		       opts.seconds, opts.runs, opts.runs == 1 ? "" : "s");
 		unsigned int t = threads_for(UINT_MAX);
 
@@ -1176,6 +1239,8 @@ int main(int argc, char **argv)
 					char name[64];
 
 					if (!(srv_mask & (1u << s)))
+						continue;
+					if (!default_cell(s, ci))
 						continue;
 					cell_name(s, ci, si, name,
 						  sizeof(name));

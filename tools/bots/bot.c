@@ -87,7 +87,10 @@ void bot_reset(struct bot *b)
 {
 	b->state = B_IDLE;
 	b->stalled = false;
-	b->tx_sent = b->tx_end = 0;
+	/* A WebSocket's queue already holds the upgrade request, and may
+	 * still see its send complete: bots.c empties it at connect. */
+	if (!b->ws)
+		b->tx_sent = b->tx_end = 0;
 	b->part_len = b->part_need = 0;
 	b->part_hdr_len = 0;
 	b->player = 0;
@@ -106,12 +109,43 @@ void bot_reset(struct bot *b)
 			 b->env->ctx->o.seed;
 }
 
+bool bot_queue_ws(struct bot *b, enum wsc_opcode op, const uint8_t *payload,
+		  size_t len)
+{
+	uint64_t room = BOT_TX - (b->tx_end - b->tx_sent);
+	uint8_t hdr[WSC_HDR_MAX];
+	const uint8_t *m;
+	size_t hl = wsc_hdr_len(len), i;
+
+	if (hl + len > room)
+		return false;
+	/* The header, then the payload masked on its way into the queue. */
+	wsc_put_hdr(hdr, op, len, (uint32_t)wsc_rand(&b->ws->rng));
+	m = hdr + hl - 4;
+	for (i = 0; i < hl; i++)
+		b->tx[(b->tx_end + i) & (BOT_TX - 1)] = hdr[i];
+	for (i = 0; i < len; i++)
+		b->tx[(b->tx_end + hl + i) & (BOT_TX - 1)] = payload[i] ^
+							     m[i & 3];
+	b->tx_end += hl + len;
+	if (b->env->mark_dirty)
+		b->env->mark_dirty(b);
+	return true;
+}
+
 bool bot_queue(struct bot *b, const uint8_t *payload, size_t len)
 {
 	uint64_t room = BOT_TX - (b->tx_end - b->tx_sent);
 	uint8_t hdr[AP_HDR];
 	size_t i;
 
+	if (b->ws) {
+		if (!bot_queue_ws(b, WSC_BINARY, payload, len))
+			return false;
+		if (b->env->meas->on)
+			BOT_BUMP(b->env->meas->stat[S_MSGS_OUT], 1);
+		return true;
+	}
 	if (AP_HDR + len > room)
 		return false;
 	ap_frame_hdr(hdr, len);

@@ -23,6 +23,12 @@
  * reading once in a room (after --stall-after); at the end of the run
  * they read again, and must find the server closed them.
  *
+ * --ws: each bot upgrades its connection to WebSocket before its hello
+ * (the request goes out first, the hello once the 101 is checked), then
+ * sends each message as one masked binary frame and takes one message
+ * per binary message it gets: the same bots, checks and measures over
+ * the other transport.
+ *
  * After --duration the bots stop sending and get --drain to see their
  * last inputs and chat lines come back; what has not by then is lost.
  */
@@ -121,6 +127,9 @@ static void usage(FILE *f)
 		"                        their SO_RCVBUF is 16 KiB)\n"
 		"      --stall-after=T   how long after joining they stop (default 1s)\n"
 		"      --seed=N          the bots' random seed (default 1)\n"
+		"      --ws              WebSocket: an HTTP upgrade, then one arena\n"
+		"                        message per binary message\n"
+		"      --ws-path=PATH    the upgrade's request target (default /)\n"
 		"Engine:\n"
 		"  -e, --engine=E        epoll or uring (default epoll)\n"
 		"  -t, --threads=N       threads (default 1)\n"
@@ -150,6 +159,8 @@ enum {
 	OPT_STALL,
 	OPT_STALL_AFTER,
 	OPT_SEED,
+	OPT_WS,
+	OPT_WS_PATH,
 };
 
 static const struct option long_opts[] = {
@@ -169,6 +180,8 @@ static const struct option long_opts[] = {
 	{ "stall", required_argument, NULL, OPT_STALL },
 	{ "stall-after", required_argument, NULL, OPT_STALL_AFTER },
 	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "ws", no_argument, NULL, OPT_WS },
+	{ "ws-path", required_argument, NULL, OPT_WS_PATH },
 	{ "engine", required_argument, NULL, 'e' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "json", no_argument, NULL, CLI_OPT_JSON },
@@ -258,6 +271,17 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 		case OPT_STALL_AFTER:
 			o->stall_after_ns =
 				need_duration("stall-after", optarg, 0);
+			break;
+		case OPT_WS:
+			o->ws = true;
+			break;
+		case OPT_WS_PATH:
+			if (optarg[0] != '/' || strpbrk(optarg, " \r\n") ||
+			    strlen(optarg) > 256)
+				bad_usage(
+					"--ws-path: '%s' is not a path of at most 256 bytes",
+					optarg);
+			o->ws_path = optarg;
 			break;
 		case OPT_SEED:
 			o->seed = (uint32_t)need_count("seed", optarg, 0,
@@ -400,6 +424,128 @@ static struct bot *to_bot(struct eng_conn *c)
 	return container_of(c, struct bot, ec);
 }
 
+/* ------------------------------------------------------------------ */
+/* WebSocket (--ws): the transport under bot.c's messages */
+
+/* The upgrade request into the emptied send queue; bot_start() waits
+ * for the answer (a client sends nothing more before it). */
+static void bot_ws_request(struct bots_worker *w, struct bot *b)
+{
+	const struct bots_opts *o = &w->ctx->o;
+	struct bot_ws *ws = b->ws;
+	char req[512], host[80];
+	int n, i;
+
+	wsc_dec_init(&ws->dec, 0);
+	ws->upgraded = false;
+	ws->head_len = ws->msg_len = 0;
+	wsc_key(&ws->rng, ws->key);
+	snprintf(host, sizeof(host), strchr(o->addr, ':') ? "[%s]:%u" : "%s:%u",
+		 o->addr, o->port);
+	n = wsc_request(req, sizeof(req), host, o->ws_path, ws->key, NULL);
+	b->tx_sent = b->tx_end = 0;
+	for (i = 0; i < n; i++)
+		b->tx[i] = (uint8_t)req[i];
+	b->tx_end = n > 0 ? (uint64_t)n : 0;
+	bots_mark_dirty(b);
+}
+
+struct bot_ws_feed {
+	struct bot *b;
+	uint64_t now;
+};
+
+static int bot_ws_data(void *arg, const uint8_t *p, size_t n, bool first,
+		       bool fin, int64_t msg_len)
+{
+	struct bot_ws_feed *f = arg;
+	struct bot_ws *ws = f->b->ws;
+
+	(void)msg_len;
+	if (first && fin) { /* the usual case: no copy */
+		bot_on_frame(f->b, p, n, f->now);
+		return 0;
+	}
+	if (first)
+		ws->msg_len = 0;
+	if (ws->msg_len + n > ws->msg_cap) {
+		size_t cap = (ws->msg_len + n) * 2;
+		uint8_t *np = realloc(ws->msg, cap);
+
+		if (!np)
+			return -ENOMEM;
+		ws->msg = np;
+		ws->msg_cap = cap;
+	}
+	memcpy(ws->msg + ws->msg_len, p, n);
+	ws->msg_len += n;
+	if (fin)
+		bot_on_frame(f->b, ws->msg, ws->msg_len, f->now);
+	return 0;
+}
+
+static int bot_ws_ctl(void *arg, enum wsc_opcode op, const uint8_t *p, size_t n,
+		      unsigned int code)
+{
+	struct bot_ws_feed *f = arg;
+
+	(void)code;
+	if (op == WSC_CLOSE)
+		return -EPIPE;
+	if (op == WSC_PING)
+		bot_queue_ws(f->b, WSC_PONG, p, n);
+	return 0;
+}
+
+static const struct wsc_dec_ops bot_ws_ops = { bot_ws_data, bot_ws_ctl };
+
+static void bots_on_error(struct eng *e, struct eng_conn *c, int err);
+static void bot_hangup(struct bots_worker *w, struct bot *b,
+		       uint64_t reconnect);
+
+/* Bytes of a WebSocket: the 101's head first, then frames. */
+static void bot_ws_on_data(struct bots_worker *w, struct bot *b,
+			   const uint8_t *p, size_t n, uint64_t now)
+{
+	struct bot_ws_feed f = { b, now };
+	struct bot_ws *ws = b->ws;
+	int r, st;
+
+	if (!ws->upgraded) {
+		size_t take = sizeof(ws->head) - ws->head_len;
+
+		take = take < n ? take : n;
+		memcpy(ws->head + ws->head_len, p, take);
+		ws->head_len += take;
+		r = wsc_response(ws->head, ws->head_len, ws->key, NULL, &st);
+		if (!r)
+			return;
+		if (r < 0) {
+			bot_fail(b, F_PROTOCOL,
+				 "the WebSocket upgrade failed (%s, HTTP "
+				 "status %d)",
+				 strerror(-r), st);
+			bot_hangup(w, b, 0);
+			return;
+		}
+		/* What followed the head in this read is frames. */
+		p += (size_t)r - (ws->head_len - take);
+		n = ws->head_len - (size_t)r;
+		ws->upgraded = true;
+		bot_start(b, now);
+	}
+	r = wsc_feed(&ws->dec, p, n, &bot_ws_ops, &f);
+	if (!r || !b->connected)
+		return;
+	if (r == -EPIPE) {
+		bots_on_error(&w->eng, &b->ec, 0); /* a close frame */
+		return;
+	}
+	bot_fail(b, F_PROTOCOL, "a bad WebSocket frame (%s, close code %u)",
+		 strerror(-r), ws->dec.err_code);
+	bot_hangup(w, b, 0);
+}
+
 static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
 {
 	int err = eng_connect_rcvbuf((struct sockaddr *)&w->ctx->sa,
@@ -423,7 +569,10 @@ static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
 		return;
 	}
 	b->connected = true;
-	bot_start(b, now);
+	if (b->ws)
+		bot_ws_request(w, b);
+	else
+		bot_start(b, now);
 }
 
 /* End the bot's connection; it connects again at reconnect (0: never). */
@@ -564,7 +713,10 @@ static void bots_on_data(struct eng *e, struct eng_conn *c, const uint8_t *p,
 
 	if (w->m.on)
 		BOT_BUMP(w->m.stat[S_BYTES_IN], n);
-	bot_on_data(b, p, n, now);
+	if (b->ws)
+		bot_ws_on_data(w, b, p, n, now);
+	else
+		bot_on_data(b, p, n, now);
 	heap_fix(w, b);
 }
 
@@ -727,6 +879,14 @@ static int worker_setup(struct bots_worker *w)
 			   (uint64_t)b->id * o->stall / o->players;
 		if (w->rxbufs)
 			b->rxbuf = w->rxbufs + (size_t)i * BOT_RXBUF;
+		if (o->ws) {
+			b->ws = calloc(1, sizeof(*b->ws));
+			if (!b->ws) {
+				eng_error(&w->eng, "out of memory");
+				return -1;
+			}
+			b->ws->rng = wsc_seed(b->id + 1);
+		}
 		bot_reset(b);
 	}
 	return eng_setup(&w->eng, o->engine, w->nbots);
@@ -741,6 +901,9 @@ static void worker_free(struct bots_worker *w)
 		if (w->bots[i].fd >= 0)
 			close(w->bots[i].fd);
 		free(w->bots[i].part);
+		if (w->bots[i].ws)
+			free(w->bots[i].ws->msg);
+		free(w->bots[i].ws);
 	}
 	free(w->bots);
 	free(w->heap);
@@ -931,10 +1094,10 @@ static void print_json(const struct bots_ctx *ctx, const struct bot_meas *t,
 	printf("{\"tool\":\"ao-bots\",\"version\":\"%s\",\"addr\":\"%s\","
 	       "\"port\":%u,\"players\":%u,\"threads\":%u,\"engine\":\"%s\","
 	       "\"seconds\":%.6f,\"warmup_s\":%.3f,\"churn_s\":%.3f,"
-	       "\"stall\":%u,",
+	       "\"stall\":%u,\"ws\":%s,",
 	       AO_VERSION, o->addr, o->port, o->players, o->threads,
 	       engine_name(o->engine), secs, (double)o->warmup_ns / 1e9,
-	       (double)o->churn_ns / 1e9, o->stall);
+	       (double)o->churn_ns / 1e9, o->stall, o->ws ? "true" : "false");
 	printf("\"connects\":%llu,\"welcomes\":%llu,\"joins\":%llu,"
 	       "\"leaves\":%llu,\"reconnects\":%llu,\"snapshots\":%llu,"
 	       "\"snapshots_expected\":%llu,\"delivered\":%.6f,"

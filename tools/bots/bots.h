@@ -19,6 +19,7 @@
 #include "../common/arena_proto.h"
 #include "../common/engine.h"
 #include "../common/hist.h"
+#include "../common/ws_client.h"
 
 /* What the verifier catches; each one is a failure (exit status 1). */
 enum bot_fail {
@@ -119,6 +120,19 @@ struct bots_worker;
 struct bot;
 struct bots_ctx;
 
+/* A bot's WebSocket (--ws): one arena message per binary message, the
+ * len16 frame's payload without its length. */
+struct bot_ws {
+	struct wsc_dec dec;
+	uint64_t rng; /* the masks */
+	bool upgraded; /* the 101 came: arena messages from here */
+	char key[WSC_KEY_LEN + 1];
+	char head[WSC_RESPONSE_MAX]; /* the answer's head so far */
+	size_t head_len;
+	uint8_t *msg; /* a message split over receives */
+	size_t msg_len, msg_cap;
+};
+
 /* What a bot needs from whoever runs it (bots.c, or a test). */
 struct bot_env {
 	struct bot_meas *meas; /* the bot's thread's measurements */
@@ -141,6 +155,7 @@ struct bot {
 	bool stall; /* this bot stops reading (--stall) */
 	bool stalled; /* ... and has */
 	bool connected; /* fd open */
+	struct bot_ws *ws; /* --ws, else NULL */
 	uint32_t heap_idx; /* in its worker's timer heap */
 	uint64_t wake; /* its next timer */
 
@@ -213,6 +228,8 @@ struct bots_opts {
 	int progress; /* -1 auto, 0 never, 1 always */
 	const char *hist_path;
 	bool check_cross; /* the shared two-rooms check (a sample) */
+	bool ws; /* WebSocket instead of len16 */
+	const char *ws_path; /* the upgrade's request target */
 };
 
 /* The bots' shared state. */
@@ -240,8 +257,12 @@ void bot_reset(struct bot *b);
 void bot_on_data(struct bot *b, const uint8_t *p, size_t n, uint64_t now);
 /* One decoded frame's payload. */
 void bot_on_frame(struct bot *b, const uint8_t *p, size_t n, uint64_t now);
-/* Queue a payload (the length goes first); false if the queue is full. */
+/* Queue a payload (the length goes first, or with --ws as one masked
+ * binary frame); false if the queue is full. */
 bool bot_queue(struct bot *b, const uint8_t *payload, size_t len);
+/* Queue one masked WebSocket frame of op; false if the queue is full. */
+bool bot_queue_ws(struct bot *b, enum wsc_opcode op, const uint8_t *payload,
+		  size_t len);
 /* The connection is made: say hello. */
 void bot_start(struct bot *b, uint64_t now);
 /* Send one input (in a room); false if it could not be queued. */

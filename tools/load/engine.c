@@ -23,7 +23,12 @@ static struct conn *to_conn(struct eng_conn *c)
 static void load_on_data(struct eng *e, struct eng_conn *c, const uint8_t *p,
 			 size_t n, uint64_t now)
 {
-	conn_on_data(to_worker(e), to_conn(c), p, n, now);
+	struct conn *lc = to_conn(c);
+
+	if (lc->ws)
+		conn_on_ws_data(to_worker(e), lc, p, n, now);
+	else
+		conn_on_data(to_worker(e), lc, p, n, now);
 }
 
 static void load_on_sent(struct eng *e, struct eng_conn *c, size_t n)
@@ -58,7 +63,7 @@ static const struct eng_ops load_ops = {
  * within 4-64 KiB (worker_setup() allocates the same). */
 static size_t load_rxlen(const struct worker *w)
 {
-	size_t n = (size_t)w->ctx->o.pipeline * w->frame_len;
+	size_t n = (size_t)w->ctx->o.pipeline * w->tx_len;
 
 	return n < 4096 ? 4096 : n > 65536 ? 65536 : n;
 }

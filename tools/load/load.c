@@ -18,6 +18,11 @@
  * The connections are opened first (evenly over --ramp), then the load runs
  * on all of them for --duration or until --requests are answered; at the
  * end the requests still in flight get --timeout to come back.
+ *
+ * With --ws each connection upgrades to WebSocket first (while the
+ * connections are opened), then sends each request as one masked binary
+ * frame; the server's frames are decoded and their payloads compared,
+ * pings answered with a pong, a close frame is a connection error.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -60,6 +65,9 @@ static void usage(FILE *f)
 		"  -p, --port=PORT       server port (required)\n"
 		"  -f, --framing=F       raw, len16 or len32 (2/4-byte length header in\n"
 		"                        network byte order; default raw): as the server\n"
+		"      --ws              WebSocket: an HTTP upgrade, then each request\n"
+		"                        one masked binary message (ao-echo --framing=ws)\n"
+		"      --ws-path=PATH    the upgrade's request target (default /)\n"
 		"Load:\n"
 		"  -c, --connections=N   connections (default 64)\n"
 		"  -P, --pipeline=P      requests in flight per connection (default 1)\n"
@@ -95,6 +103,8 @@ static void usage(FILE *f)
 enum {
 	OPT_RAMP = 256,
 	OPT_TIMEOUT,
+	OPT_WS,
+	OPT_WS_PATH,
 };
 
 static const struct option long_opts[] = {
@@ -110,6 +120,8 @@ static const struct option long_opts[] = {
 	{ "requests", required_argument, NULL, 'n' },
 	{ "ramp", required_argument, NULL, OPT_RAMP },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "ws", no_argument, NULL, OPT_WS },
+	{ "ws-path", required_argument, NULL, OPT_WS_PATH },
 	{ "engine", required_argument, NULL, 'e' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "json", no_argument, NULL, CLI_OPT_JSON },
@@ -151,7 +163,9 @@ void load_parse_args(int argc, char **argv, struct load_ctx *ctx)
 			have_port = true;
 			break;
 		case 'f':
-			if (framing_parse(optarg, &o->framing))
+			if (!strcmp(optarg, "ws"))
+				o->ws = true;
+			else if (framing_parse(optarg, &o->framing))
 				bad_usage(
 					"--framing: '%s' is not raw, len16 or len32",
 					optarg);
@@ -187,6 +201,17 @@ void load_parse_args(int argc, char **argv, struct load_ctx *ctx)
 			o->timeout_ns =
 				need_duration("timeout", optarg, 1000000);
 			break;
+		case OPT_WS:
+			o->ws = true;
+			break;
+		case OPT_WS_PATH:
+			if (optarg[0] != '/' || strpbrk(optarg, " \r\n") ||
+			    strlen(optarg) > 256)
+				bad_usage(
+					"--ws-path: '%s' is not a path of at most 256 bytes",
+					optarg);
+			o->ws_path = optarg;
+			break;
 		case 'e':
 			o->engine = need_engine_uring(optarg) ? ENGINE_URING :
 								ENGINE_EPOLL;
@@ -206,6 +231,9 @@ void load_parse_args(int argc, char **argv, struct load_ctx *ctx)
 		bad_usage("--port is required");
 	if (o->requests && !have_duration)
 		o->duration_ns = 0;
+	if (o->ws && o->framing != FRAMING_RAW)
+		bad_usage("--ws: the framing is WebSocket's, not %s",
+			  framing_name(o->framing));
 	if (o->size > framing_max_payload(o->framing))
 		bad_usage(
 			"--size: %zu bytes do not fit %s framing (at most %zu)",
@@ -274,8 +302,12 @@ static void conn_queue(struct worker *w, struct conn *c, uint64_t t_start,
 
 	if (conn_inflight(w, c) == 0)
 		c->last_progress = now;
-	frame_build(c->ring + (size_t)slot * w->frame_len, o->framing, o->size,
+	frame_build(c->echo + (size_t)slot * w->frame_len, o->framing, o->size,
 		    (uint64_t)c->id << 40 | c->n_queued, t_start, w->pattern);
+	if (c->ws)
+		wsc_frame(c->ring + (size_t)slot * w->tx_len, WSC_BINARY,
+			  c->echo + (size_t)slot * w->frame_len, o->size,
+			  (uint32_t)wsc_rand(&w->rng));
 	c->t_start[slot] = t_start;
 	c->n_queued++;
 	conn_mark_dirty(w, c);
@@ -323,13 +355,15 @@ void conn_on_data(struct worker *w, struct conn *c, const uint8_t *p, size_t n,
 {
 	const struct load_opts *o = &w->ctx->o;
 	size_t f = w->frame_len, off, chunk;
-	uint64_t slot, lat;
+	uint64_t slot, lat, sent;
 
 	if (c->dead)
 		return;
-	if (c->rx + n > c->tx) {
+	/* A WebSocket server echoes a message once it has all of it. */
+	sent = c->ws ? c->tx / w->tx_len * w->frame_len : c->tx;
+	if (c->rx + n > sent) {
 		conn_log(w, c, "protocol error: %llu bytes more than were sent",
-			 (unsigned long long)(c->rx + n - c->tx));
+			 (unsigned long long)(c->rx + n - sent));
 		conn_fail(w, c, -1);
 		return;
 	}
@@ -339,7 +373,7 @@ void conn_on_data(struct worker *w, struct conn *c, const uint8_t *p, size_t n,
 		off = (size_t)(c->rx % f);
 		slot = (c->rx / f) % o->pipeline;
 		chunk = f - off < n ? f - off : n;
-		if (memcmp(c->ring + slot * f + off, p, chunk))
+		if (memcmp(c->echo + slot * f + off, p, chunk))
 			c->bad = true;
 		c->rx += chunk;
 		p += chunk;
@@ -362,16 +396,33 @@ void conn_on_data(struct worker *w, struct conn *c, const uint8_t *p, size_t n,
 
 void conn_on_sent(struct worker *w, struct conn *c, size_t n)
 {
-	c->tx += n;
 	BUMP(w->st.tx_bytes, n);
+	if (c->ws && c->ws->ctl_inflight) {
+		c->ws->ctl_off += (uint8_t)n;
+		c->ws->ctl_inflight = false;
+		if (c->ws->ctl_off == c->ws->ctl_len)
+			c->ws->ctl_off = c->ws->ctl_len = 0;
+		/* The engines ask unsent() again after a send: the frames
+		 * queued behind it follow (not a mark_dirty: this runs
+		 * inside the flush, whose list holds each connection once). */
+		return;
+	}
+	c->tx += n;
 }
 
 int conn_unsent(struct worker *w, struct conn *c, struct iovec *iov)
 {
-	size_t rs = (size_t)w->ctx->o.pipeline * w->frame_len;
-	uint64_t end = c->n_queued * w->frame_len;
+	size_t rs = (size_t)w->ctx->o.pipeline * w->tx_len;
+	uint64_t end = c->n_queued * w->tx_len;
 	size_t pos = (size_t)(c->tx % rs), len = (size_t)(end - c->tx);
 
+	/* A pong or close goes out between two frames, never inside one. */
+	if (c->ws && c->ws->ctl_len && !(c->tx % w->tx_len)) {
+		c->ws->ctl_inflight = true;
+		iov[0].iov_base = c->ws->ctl + c->ws->ctl_off;
+		iov[0].iov_len = c->ws->ctl_len - c->ws->ctl_off;
+		return 1;
+	}
 	if (!len)
 		return 0;
 	iov[0].iov_base = c->ring + pos;
@@ -383,6 +434,68 @@ int conn_unsent(struct worker *w, struct conn *c, struct iovec *iov)
 	iov[1].iov_base = c->ring;
 	iov[1].iov_len = len - (rs - pos);
 	return 2;
+}
+
+/* ------------------------------------------------------------------ */
+/* WebSocket (--ws) */
+
+struct ws_feed {
+	struct worker *w;
+	struct conn *c;
+	uint64_t now;
+};
+
+static int ws_on_data(void *arg, const uint8_t *p, size_t n, bool first,
+		      bool fin, int64_t msg_len)
+{
+	struct ws_feed *f = arg;
+
+	(void)first, (void)fin, (void)msg_len;
+	if (n)
+		conn_on_data(f->w, f->c, p, n, f->now);
+	return f->c->dead ? -ECONNABORTED : 0;
+}
+
+static int ws_on_ctl(void *arg, enum wsc_opcode op, const uint8_t *p, size_t n,
+		     unsigned int code)
+{
+	struct ws_feed *f = arg;
+	struct load_ws *ws = f->c->ws;
+
+	if (op == WSC_CLOSE) {
+		conn_log(f->w, f->c, "closed by the server (close code %u)",
+			 code);
+		return -EPIPE;
+	}
+	/* A ping gets its pong, unless a control frame is still going out
+	 * (RFC 6455 5.5.3: answering the latest ping is enough). */
+	if (op == WSC_PING && !ws->ctl_len) {
+		ws->ctl_len =
+			(uint8_t)wsc_frame(ws->ctl, WSC_PONG, p, n,
+					   (uint32_t)wsc_rand(&f->w->rng));
+		ws->ctl_off = 0;
+		eng_mark_dirty(&f->w->eng, &f->c->ec);
+	}
+	return 0;
+}
+
+static const struct wsc_dec_ops ws_ops = { ws_on_data, ws_on_ctl };
+
+void conn_on_ws_data(struct worker *w, struct conn *c, const uint8_t *p,
+		     size_t n, uint64_t now)
+{
+	struct ws_feed f = { w, c, now };
+	int r;
+
+	if (c->dead)
+		return;
+	r = wsc_feed(&c->ws->dec, p, n, &ws_ops, &f);
+	if (!r || c->dead)
+		return;
+	if (r != -EPIPE)
+		conn_log(w, c, "bad frame from the server (%s, close code %u)",
+			 strerror(-r), c->ws->dec.err_code);
+	conn_fail(w, c, r == -EPIPE ? 0 : -1);
 }
 
 static const char *fail_reason(int err)
@@ -523,10 +636,27 @@ static void sleep_until(uint64_t t)
 		;
 }
 
-static int conn_connect(struct load_ctx *ctx, struct conn *c)
+static int conn_connect(struct worker *w, struct conn *c)
 {
-	return eng_connect((struct sockaddr *)&ctx->sa, ctx->salen,
-			   ctx->o.timeout_ns, &c->fd);
+	struct load_ctx *ctx = w->ctx;
+	char host[80];
+	int err, st = 0;
+
+	err = eng_connect((struct sockaddr *)&ctx->sa, ctx->salen,
+			  ctx->o.timeout_ns, &c->fd);
+	if (err || !ctx->o.ws)
+		return err;
+	snprintf(host, sizeof(host),
+		 strchr(ctx->o.addr, ':') ? "[%s]:%u" : "%s:%u", ctx->o.addr,
+		 ctx->o.port);
+	err = wsc_handshake_fd(c->fd, host, ctx->o.ws_path, NULL, &w->rng,
+			       ctx->o.timeout_ns, &st);
+	if (err == -EPROTO)
+		fprintf(stderr,
+			"%s: connection %u: the server refused the "
+			"WebSocket upgrade (HTTP status %d)\n",
+			prog, c->id, st);
+	return err == -EPROTO ? ECONNREFUSED : -err;
 }
 
 static int worker_setup(struct worker *w, uint64_t ramp_t0)
@@ -536,7 +666,7 @@ static int worker_setup(struct worker *w, uint64_t ramp_t0)
 	uint32_t i;
 
 	if (o->engine == ENGINE_URING) {
-		rxlen = (size_t)o->pipeline * w->frame_len;
+		rxlen = (size_t)o->pipeline * w->tx_len;
 		rxlen = rxlen < 4096 ? 4096 : rxlen > 65536 ? 65536 : rxlen;
 	}
 	w->pattern = malloc(pattern_len(o->size));
@@ -545,13 +675,23 @@ static int worker_setup(struct worker *w, uint64_t ramp_t0)
 	if (!w->pattern || !w->conns || !w->flush)
 		return ENOMEM;
 	pattern_fill(w->pattern, pattern_len(o->size), w->tid + 1);
+	w->rng = wsc_seed(w->tid + 1);
 	for (i = 0; i < w->nconns; i++) {
 		struct conn *c = &w->conns[i];
 
 		c->fd = -1;
 		c->idx = i;
 		c->id = i * o->threads + w->tid;
-		c->ring = malloc((size_t)o->pipeline * w->frame_len);
+		c->ring = malloc((size_t)o->pipeline * w->tx_len);
+		c->echo = c->ring;
+		if (o->ws) {
+			c->echo = malloc((size_t)o->pipeline * w->frame_len);
+			c->ws = malloc(sizeof(*c->ws));
+			if (!c->echo || !c->ws)
+				return ENOMEM;
+			memset(c->ws, 0, sizeof(*c->ws));
+			wsc_dec_init(&c->ws->dec, 0);
+		}
 		c->t_start = calloc(o->pipeline, sizeof(*c->t_start));
 		if (rxlen)
 			c->rxbuf = malloc(rxlen);
@@ -568,7 +708,7 @@ static int worker_setup(struct worker *w, uint64_t ramp_t0)
 					       o->ramp_ns / o->conns));
 		if (__atomic_load_n(&w->ctx->stop, __ATOMIC_ACQUIRE))
 			return EINTR;
-		err = conn_connect(w->ctx, c);
+		err = conn_connect(w, c);
 		if (err)
 			return err;
 		w->connected++;
@@ -585,7 +725,10 @@ static void worker_free(struct worker *w)
 	for (i = 0; w->conns && i < w->nconns; i++) {
 		if (w->conns[i].fd >= 0)
 			close(w->conns[i].fd);
+		if (w->conns[i].echo != w->conns[i].ring)
+			free(w->conns[i].echo);
 		free(w->conns[i].ring);
+		free(w->conns[i].ws);
 		free(w->conns[i].t_start);
 		free(w->conns[i].rxbuf);
 	}
@@ -720,7 +863,7 @@ static void print_text(const struct load_ctx *ctx, const struct totals *t,
 	else
 		printf("closed loop");
 	printf(", %zu-byte payload, %s framing, %s engine, %u thread%s\n",
-	       o->size, framing_name(o->framing),
+	       o->size, o->ws ? "ws" : framing_name(o->framing),
 	       o->engine == ENGINE_URING ? "uring" : "epoll", o->threads,
 	       o->threads == 1 ? "" : "s");
 	printf("  requests    %llu in %.2f s\n",
@@ -758,8 +901,8 @@ static void print_json(const struct load_ctx *ctx, const struct totals *t,
 	       "\"threads\":%u,\"mode\":\"%s\",\"rate\":%llu,",
 	       AO_VERSION, o->addr, o->port,
 	       o->engine == ENGINE_URING ? "uring" : "epoll",
-	       framing_name(o->framing), o->size, o->conns, o->pipeline,
-	       o->threads, o->rate ? "open" : "closed",
+	       o->ws ? "ws" : framing_name(o->framing), o->size, o->conns,
+	       o->pipeline, o->threads, o->rate ? "open" : "closed",
 	       (unsigned long long)o->rate);
 	printf("\"requests\":%llu,\"errors\":%llu,\"mismatches\":%llu,"
 	       "\"conn_errors\":%llu,\"timeouts\":%llu,\"interrupted\":%s,"
@@ -829,6 +972,8 @@ int load_main(int argc, char **argv)
 		w->nconns = ctx.o.conns / ctx.o.threads +
 			    (i < ctx.o.conns % ctx.o.threads);
 		w->frame_len = framing_hdr_len(ctx.o.framing) + ctx.o.size;
+		w->tx_len = ctx.o.ws ? wsc_hdr_len(ctx.o.size) + ctx.o.size :
+				       w->frame_len;
 		w->quota = UINT64_MAX;
 		if (ctx.o.requests)
 			w->quota = ctx.o.requests / ctx.o.threads +

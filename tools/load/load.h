@@ -8,6 +8,11 @@
  * bytes sent (tx) and bytes echoed back and checked (rx), with
  * rx <= tx <= n_queued * frame_len.  Echoed bytes are compared with the
  * ring, in order; a frame is complete when its last byte is back.
+ *
+ * With --ws the ring holds masked WebSocket frames (tx_len bytes each)
+ * and echo the payloads they carry (frame_len = the payload's size): the
+ * server's frames are decoded (struct load_ws) and their payload bytes
+ * compared with echo, so rx counts payload bytes and tx frame bytes.
  */
 #ifndef AO_LOAD_H
 #define AO_LOAD_H
@@ -21,6 +26,7 @@
 #include "../common/engine.h"
 #include "../common/hist.h"
 #include "../common/echo_proto.h"
+#include "../common/ws_client.h"
 
 enum engine { ENGINE_EPOLL, ENGINE_URING };
 
@@ -48,10 +54,20 @@ struct load_opts {
 	uint64_t timeout_ns; /* connect, request and final drain */
 	size_t size; /* payload bytes */
 	enum framing framing;
+	bool ws; /* --ws: WebSocket frames after an HTTP upgrade */
+	const char *ws_path; /* the upgrade's request target */
 	enum engine engine;
 	bool json;
 	int progress; /* -1: when stdout is a terminal, 0 never, 1 always */
 	const char *hist_path;
+};
+
+/* A WebSocket connection's own state (--ws). */
+struct load_ws {
+	struct wsc_dec dec;
+	uint8_t ctl[WSC_HDR_MAX + WSC_CTL_MAX]; /* a pong or close to send */
+	uint8_t ctl_len, ctl_off;
+	bool ctl_inflight; /* conn_unsent() offered ctl, not the ring */
 };
 
 struct conn {
@@ -65,6 +81,8 @@ struct conn {
 	uint32_t idx; /* in its worker */
 	bool bad; /* the frame being received has a wrong byte */
 	uint8_t *ring; /* pipeline frames */
+	uint8_t *echo; /* what comes back: ring, or the payloads (--ws) */
+	struct load_ws *ws; /* --ws, else NULL */
 	uint64_t *t_start; /* per ring slot: latency measured from here */
 	uint64_t n_queued; /* frames built */
 	uint64_t n_due; /* open loop: frames whose intended time has come */
@@ -100,7 +118,9 @@ struct worker {
 	uint64_t issued;
 	uint64_t sched_j; /* open loop: next request of the thread schedule */
 	uint8_t *pattern;
-	size_t frame_len;
+	size_t frame_len; /* bytes echoed per request */
+	size_t tx_len; /* bytes sent per request (frame_len but --ws) */
+	uint64_t rng; /* --ws: keys and masks */
 	bool stopping; /* no new requests */
 	uint64_t drain_deadline;
 	uint64_t last_check;
@@ -130,6 +150,9 @@ void conn_on_data(struct worker *w, struct conn *c, const uint8_t *p, size_t n,
 		  uint64_t now);
 /* Sent bytes: advance tx. */
 void conn_on_sent(struct worker *w, struct conn *c, size_t n);
+/* --ws: bytes of the server's frames (decoded, checked, answered). */
+void conn_on_ws_data(struct worker *w, struct conn *c, const uint8_t *p,
+		     size_t n, uint64_t now);
 /* A connection error (err: positive errno, 0 for EOF, -1 for protocol). */
 void conn_fail(struct worker *w, struct conn *c, int err);
 /* The unsent bytes as up to two iovecs; returns the count (0: none). */
