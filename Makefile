@@ -379,6 +379,12 @@ $(out)tools/$(1)/ao-$(1): $(patsubst %.c,$(out)%.o,$(wildcard tools/$(1)/*.c)) \
 	$$(call cmd,ld_prog)
 endef
 $(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
+# ao-arena links libaorta-cluster (--nats; without cnats its calls say
+# -ENOSYS and ao-arena says it has no cluster), and so does what links
+# room.o.
+$(out)tools/arena/ao-arena $(out)tests/test_arena: $(cluster-a)
+$(out)tools/arena/ao-arena $(out)tests/test_arena: \
+	prog-libs += $(cluster-prog-libs)
 
 # $(call tool-objs,name): a tool's objects but its main.o.
 tool-objs = $(patsubst %.c,$(out)%.o,$(filter-out tools/$(1)/main.c, \
@@ -388,7 +394,8 @@ tool-objs = $(patsubst %.c,$(out)%.o,$(filter-out tools/$(1)/main.c, \
 # libaorta: static archives resolve in order).
 test-links-test_load		:= $(call tool-objs,load) $(tools-lib)
 test-links-test_load_hist	:= $(tools-lib)
-test-links-test_arena		:= $(out)tools/arena/room.o $(tools-lib)
+test-links-test_arena		:= $(out)tools/arena/room.o \
+				   $(out)tools/arena/cluster.o $(tools-lib)
 test-links-test_arena_proto	:= $(tools-lib)
 test-links-test_tools		:= $(out)tools/bench/child.o
 test-links-test_bots		:= $(out)tools/bots/bot.o $(tools-lib)
