@@ -29,6 +29,12 @@ static const char *const reason_names[AO_CLOSE_NR] = {
 	[AO_CLOSE_LOCAL] = "closed locally",
 	[AO_CLOSE_SHUTDOWN] = "server shutdown",
 	[AO_CLOSE_NOMEM] = "out of memory",
+	[AO_CLOSE_WS_CLOSE] = "websocket close",
+	[AO_CLOSE_WS_ERROR] = "websocket protocol error",
+	[AO_CLOSE_WS_PONG] = "websocket no pong",
+	[AO_CLOSE_HTTP_BAD] = "http bad request",
+	[AO_CLOSE_HTTP_TIMEOUT] = "http header timeout",
+	[AO_CLOSE_HTTP_DONE] = "http answered",
 };
 
 const char *ao_close_reason_name(enum ao_close_reason why)

@@ -92,6 +92,8 @@ int ao_framing_header(const struct ao_framing *fr, size_t len, uint8_t out[4])
 		for (int i = 0; i < 4; i++)
 			out[net ? 3 - i : i] = (uint8_t)(len >> (8 * i));
 		return 4;
+	case AO_FRAME_WS: /* a frame header, written by the server */
+		break;
 	}
 	return -EINVAL;
 }

@@ -33,7 +33,7 @@ ARENA = sys.argv[1] if len(sys.argv) > 1 else "ao-arena"
 # Seconds added to the timed bounds (a loaded machine, sanitizers).
 SLACK = float(os.environ.get("ARENA_CONFORMANCE_SLACK", "0.5"))
 
-HELLO, JOIN, INPUT, CHAT, PING, LEAVE = 1, 2, 3, 4, 5, 6
+HELLO, JOIN, INPUT, CHAT, PING, LEAVE, ACK, WATCH = range(1, 9)
 WELCOME, JOINED, SNAPSHOT, CHAT_LINE, PONG, ERROR = (0x81, 0x82, 0x83,
                                                      0x84, 0x85, 0x86)
 ERRORS = {1: "bad_type", 2: "malformed", 3: "order", 4: "chat_long",
@@ -80,6 +80,10 @@ def m_ping(stamp):
 
 def m_leave():
     return bytes([LEAVE])
+
+
+def m_ack(tick):
+    return struct.pack("<BI", ACK, tick)
 
 
 def decode(p):
@@ -246,6 +250,10 @@ class Client:
         """The error message with this code (None: no message), then the
         end of the stream."""
         m = self.recv(timeout)
+        # A member may get its room's messages before the error.
+        while (getattr(self, "skip_room", False) and m is not None and
+               m["type"] in (SNAPSHOT, CHAT_LINE)):
+            m = self.recv(timeout)
         if code is None:
             check(m is None and self.eof, "no bare close (%r)" % (m,))
         else:
@@ -373,7 +381,30 @@ def bad_case(srv, name):
     if name == "name_empty":
         c.send(bytes([HELLO, 1, 0]))
         return c, "malformed"
+    if name == "ack_before_hello":
+        c.send(m_ack(0))
+        return c, "order"
     c.hello()
+    if name == "ack_before_snapshot":
+        c.send(m_ack(0))
+        return c, "malformed"
+    if name == "ack_short":
+        c.send(m_ack(0)[:-1])
+        return c, "malformed"
+    if name in ("ack_unsent", "ack_back"):
+        c.send(m_join())
+        c.expect(JOINED)
+        s1 = c.expect(SNAPSHOT)
+        s2 = c.expect(SNAPSHOT)
+        c.skip_room = True
+        if name == "ack_unsent":
+            # A tick far ahead of any sent.
+            c.send(m_ack(s2["tick"]), m_ack(s2["tick"] + 1000))
+        else:
+            # The same tick again is fine; one lower is not.
+            c.send(m_ack(s2["tick"]), m_ack(s2["tick"]),
+                   m_ack(s1["tick"]))
+        return c, "malformed"
     if name == "hello_twice":
         c.send(m_hello())
         return c, "order"
@@ -437,7 +468,8 @@ BAD = ["input_before_hello", "hello_v2", "name_with_0", "name_empty",
        "chat_in_lobby", "unknown_type", "server_type", "zero_type",
        "input_short", "join_long", "ping_short", "join_twice", "dir_9",
        "seq_repeated", "seq_lower", "chat_empty", "chat_201", "flood",
-       "leave_leave"]
+       "leave_leave", "ack_before_hello", "ack_before_snapshot",
+       "ack_short", "ack_unsent", "ack_back"]
 
 
 def t_bad_inputs():
@@ -641,6 +673,67 @@ def slow_reader(want_rcvbuf):
         srv.stop()
 
 
+def t_ack_reader():
+    """A reader that acks, with a big receive buffer (4 MiB asked), then
+    stops reading (and acking): closed by its acks, abortively, within
+    stall + 500 ms + one tick of its last read, whatever the buffers
+    could still take; a reader that acks on time stays."""
+    stall, tick = 1.0, 0.05
+    srv = Server("--tick-rate=20", "--room-size=8", "--stall-timeout=1s")
+    try:
+        good = player(srv)
+        good.expect(JOINED)
+        slow = Client(srv, rcvbuf=4 << 20)
+        slow.hello()
+        slow.send(slow.join_msg())
+        slow.expect(JOINED)
+        rcvbuf = slow.s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        # Two seconds (twice the stall) of reading, acking every 100 ms.
+        end = time.monotonic() + 2 * stall
+        last_ack = 0.0
+        newest = None
+        while time.monotonic() < end:
+            m = slow.recv(0.05)
+            if m is not None and m["type"] == SNAPSHOT:
+                newest = m["tick"]
+            if newest is not None and time.monotonic() - last_ack >= 0.1:
+                slow.send(m_ack(newest))
+                last_ack = time.monotonic()
+            while good.recv(0) is not None:
+                pass
+        check(not slow.eof, "an acking reader was closed")
+        # From here slow reads nothing and acks nothing.
+        t_stop = time.monotonic()
+        gone_at = None
+        seen = False
+        deadline = t_stop + 20
+        while gone_at is None and time.monotonic() < deadline:
+            m = good.recv(0.01)
+            if m is None or m["type"] != SNAPSHOT:
+                continue
+            if slow.id in m["entries"]:
+                seen = True
+            elif seen:
+                gone_at = time.monotonic()
+        check(gone_at is not None, "the acking reader was never closed")
+        took = gone_at - t_stop
+        bound = stall + 0.5 + tick
+        check(took <= bound + SLACK,
+              "closed after %.2f s, the bound is %.2f s" % (took, bound))
+        print("     acking reader (receive buffer %d) closed after %.2f s "
+              "(bound %.2f s)" % (rcvbuf, took, bound))
+        t0 = time.monotonic()
+        while not slow.eof:
+            check(time.monotonic() - t0 < SLACK + 1,
+                  "the acking reader did not learn of its close")
+            slow.fill(0.2)
+        check(slow.reset, "closed with a FIN, not a reset")
+        slow.close()
+        good.close()
+    finally:
+        srv.stop()
+
+
 def t_deadlines():
     srv = Server("--hello-timeout=300ms", "--idle-timeout=800ms")
     try:
@@ -673,7 +766,7 @@ def t_deadlines():
 
 
 TESTS = [t_normal_play, t_bad_inputs, t_pipelined, t_slow_reader,
-         t_deadlines]
+         t_ack_reader, t_deadlines]
 
 
 def main():

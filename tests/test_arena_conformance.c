@@ -79,6 +79,13 @@ static void test_slow_reader(void **state)
 	scenario("slow_reader");
 }
 
+/* A reader that acks, with a big buffer, then stops: closed by its acks. */
+static void test_ack_reader(void **state)
+{
+	(void)state;
+	scenario("ack_reader");
+}
+
 /* The hello and idle deadlines. */
 static void test_deadlines(void **state)
 {
@@ -93,6 +100,7 @@ int main(void)
 		cmocka_unit_test(test_bad_inputs),
 		cmocka_unit_test(test_pipelined),
 		cmocka_unit_test(test_slow_reader),
+		cmocka_unit_test(test_ack_reader),
 		cmocka_unit_test(test_deadlines),
 	};
 	const char *dir = getenv("AO_TOOLS_DIR");

@@ -61,6 +61,28 @@ static void test_client_messages(void **state)
 	assert_int_equal(n, 1);
 	assert_int_equal(ap_decode(buf, n, &m), 0);
 	assert_int_equal(m.type, AP_LEAVE);
+
+	n = ap_enc_ack(buf, 0x0a0b0c0d);
+	assert_int_equal(n, AP_LEN_ACK);
+	assert_int_equal(buf[0], 0x07);
+	assert_int_equal(buf[1], 0x0d);
+	assert_int_equal(ap_decode(buf, n, &m), 0);
+	assert_int_equal(m.type, AP_ACK);
+	assert_int_equal(m.ack.tick, 0x0a0b0c0d);
+	assert_true(ap_is_client_type(m.type));
+	assert_int_equal(ap_decode(buf, n - 1, &m), AP_ERR_MALFORMED);
+	assert_int_equal(ap_decode(buf, n + 1, &m), AP_ERR_MALFORMED);
+
+	n = ap_enc_watch(buf, 3);
+	assert_int_equal(n, AP_LEN_WATCH);
+	assert_int_equal(buf[0], 0x08);
+	assert_int_equal(ap_decode(buf, n, &m), 0);
+	assert_int_equal(m.type, AP_WATCH);
+	assert_int_equal(m.watch.room, 3);
+	assert_true(ap_is_client_type(m.type));
+	assert_int_equal(ap_decode(buf, n - 1, &m), AP_ERR_MALFORMED);
+	buf[0] = 0x09;
+	assert_false(ap_is_client_type(buf[0]));
 }
 
 static void test_server_messages(void **state)

@@ -453,7 +453,7 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       "\"snap_nobuf\":%llu,\"chat_lines\":%llu,"
 	       "\"chats_deferred\":%llu,\"inputs\":%llu,"
 	       "\"joins\":%llu,\"leaves\":%llu,\"joins_deferred\":%llu,"
-	       "\"refused_drops\":%llu,"
+	       "\"refused_drops\":%llu,\"acks\":%llu,\"ack_slow\":%llu,"
 	       "\"accepted\":%llu,\"rejected\":%llu,\"packets_in\":%llu,"
 	       "\"bytes_in\":%llu,\"packets_out\":%llu,\"bytes_out\":%llu,"
 	       "\"closes\":{",
@@ -467,6 +467,7 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       (unsigned long long)ar->leaves,
 	       (unsigned long long)ar->joins_deferred,
 	       (unsigned long long)ar->refused_drops,
+	       (unsigned long long)ar->acks, (unsigned long long)ar->ack_slow,
 	       (unsigned long long)io->accepted,
 	       (unsigned long long)io->rejected,
 	       (unsigned long long)io->packets_in,
@@ -563,6 +564,9 @@ static void print_final_text(struct state *s, const struct snap *sn,
 	       (unsigned long long)ar->snaps_skipped,
 	       (unsigned long long)ar->snap_bufs,
 	       (unsigned long long)ar->snap_nobuf);
+	printf("  acks         %llu taken, %llu members closed as slow "
+	       "for them\n",
+	       (unsigned long long)ar->acks, (unsigned long long)ar->ack_slow);
 	printf("  traffic      %llu inputs, %llu chat lines (%llu waited a "
 	       "tick for a buffer); %llu bytes in, %llu bytes out\n",
 	       (unsigned long long)ar->inputs,

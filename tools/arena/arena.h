@@ -56,8 +56,9 @@ enum arena_close {
 	AC_SERVER_FULL,
 	AC_HELLO_TIMEOUT, /* no hello within hello_ns */
 	AC_IDLE, /* no complete message for idle_ns */
-	AC_SLOW, /* skipped for stall_ns, or its send queue over its
-		  * bound: closed abortively as a slow consumer */
+	AC_SLOW, /* skipped for stall_ns, acked ticks over stall_ns
+		  * behind, or its send queue over its bound: closed
+		  * abortively as a slow consumer */
 	AC_NOBUF, /* --copy-broadcast: no buffer for its copy of a chat
 		   * line (closed as a slow consumer rather than miss it) */
 	AC_NR
@@ -85,6 +86,8 @@ struct arena_stats {
 	uint64_t joins_deferred; /* to a later tick (tick order) */
 	uint64_t refused_drops; /* inputs, chats, leaves after a refused
 				 * join (sent before the refusal came) */
+	uint64_t acks; /* ack messages taken */
+	uint64_t ack_slow; /* members closed as slow for their acks */
 	uint64_t closes[AC_NR];
 	bool consistent; /* members of rooms = players in a room */
 };

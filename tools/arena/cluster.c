@@ -1087,6 +1087,7 @@ static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 				pvec_del(&cr->joining, p);
 				proxy_member_add(r, p);
 				p->last_tick = get32(d + 5 + 7);
+				p->stay_tick = p->last_tick;
 				p->has_tick = true;
 				reply(a, p->conn, d + 5, AP_LEN_JOINED);
 			}
@@ -1189,6 +1190,10 @@ static void on_out(struct ao_msg *m, void *arg)
 			ADD(a->st.snaps_skipped, 1);
 			continue;
 		}
+		/* As send_snapshot() does: release, pairs with the acquire
+		 * in on_ack(). */
+		__atomic_store_n(&p->sent_tick, tick, __ATOMIC_RELEASE);
+		__atomic_store_n(&p->sent_any, 1, __ATOMIC_RELEASE);
 		ao_conn_send_packet(p->conn, m->buf);
 		sent++;
 	}

@@ -509,6 +509,28 @@ static void send_chats(struct room *r, uint32_t tick)
 	r->nchats -= i;
 }
 
+/*
+ * A member that acks is held to it: it is closed as a slow reader once
+ * the newest tick it acked (or the first of its stay, if later) is more
+ * than --stall-timeout behind this tick, whatever its socket buffers
+ * hold.  Tick numbers are the server's clock, so this needs no time.
+ */
+static bool ack_behind(const struct arena *a, const struct player *m,
+		       uint32_t tick)
+{
+	uint32_t ref;
+
+	/* Acquire: pairs with the release in on_ack(). */
+	if (!__atomic_load_n(&m->acking, __ATOMIC_ACQUIRE))
+		return false;
+	ref = LOAD(m->acked_tick);
+	if ((int32_t)(m->stay_tick - ref) > 0)
+		ref = m->stay_tick;
+	if ((int32_t)(tick - ref) <= 0)
+		return false;
+	return (uint64_t)(tick - ref) * a->period > a->o.stall_ns;
+}
+
 /* Step 5: one snapshot for every member that is not still busy. */
 static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 {
@@ -545,8 +567,17 @@ static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 		m->has_tick = true;
 		if (m->ghost)
 			continue;
+		if (ack_behind(a, m, tick)) {
+			ADD(a->st.ack_slow, 1);
+			close_player(m, AC_SLOW, 0);
+			continue;
+		}
 		if (!m->stalled) {
 			m->stall_since = 0;
+			/* Before the send: the client cannot ack it sooner.
+			 * Release: pairs with the acquire in on_ack(). */
+			__atomic_store_n(&m->sent_tick, tick, __ATOMIC_RELEASE);
+			__atomic_store_n(&m->sent_any, 1, __ATOMIC_RELEASE);
 			if (send_shared(a, m, b, false))
 				sent++;
 			else
@@ -685,6 +716,7 @@ static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 	for (i = 0; i < r->njoiners; i++) {
 		struct player *p = r->joiners[i];
 
+		p->stay_tick = tick;
 		ap_enc_joined(msg, r->id, (uint16_t)r->nmembers, tick,
 			      p->spawn_x, p->spawn_y, r->chat_seq);
 		if (p->ghost)
@@ -872,6 +904,31 @@ static int to_room(struct player *p, struct event *e)
 	return reject(p, err);
 }
 
+/*
+ * An ack: the newest snapshot tick the client has read.  It may repeat
+ * the last one, never go back, never name a tick not sent to it yet.
+ * From the first one on, the rooms hold the connection to its acks
+ * (ack_behind()).  The handler runs once at a time per connection.
+ */
+static int on_ack(struct player *p, uint32_t tick)
+{
+	uint32_t sent;
+
+	/* Acquire: pairs with the release in send_snapshot(). */
+	if (!__atomic_load_n(&p->sent_any, __ATOMIC_ACQUIRE))
+		return reject(p, AP_ERR_MALFORMED);
+	sent = __atomic_load_n(&p->sent_tick, __ATOMIC_ACQUIRE);
+	if ((int32_t)(tick - sent) > 0)
+		return reject(p, AP_ERR_MALFORMED);
+	if (LOAD(p->acking) && (int32_t)(tick - LOAD(p->acked_tick)) < 0)
+		return reject(p, AP_ERR_MALFORMED);
+	__atomic_store_n(&p->acked_tick, tick, __ATOMIC_RELAXED);
+	/* Release: pairs with the acquire in ack_behind(). */
+	__atomic_store_n(&p->acking, 1, __ATOMIC_RELEASE);
+	ADD(p->a->st.acks, 1);
+	return 0;
+}
+
 static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 {
 	struct arena *a = arg;
@@ -936,6 +993,8 @@ static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 	case AP_LEAVE:
 		e.kind = EV_LEAVE;
 		return to_room(p, &e);
+	case AP_ACK:
+		return on_ack(p, m.ack.tick);
 	}
 	return reject(p, AP_ERR_BAD_TYPE);
 }

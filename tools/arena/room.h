@@ -105,6 +105,14 @@ struct player {
 	uint64_t stall_since;
 	bool ghost; /* another node's player, in a room owned here (no
 		     * connection: cluster.c forwards what it gets) */
+	uint32_t stay_tick; /* joined.tick of this stay */
+	/* The acks (see on_ack()): the newest snapshot tick sent, written
+	 * by the rooms and read by the handler; the newest tick acked,
+	 * written by the handler and read by the rooms. */
+	uint32_t sent_tick;
+	int sent_any; /* atomic */
+	uint32_t acked_tick;
+	int acking; /* atomic: an ack came, the connection is held to it */
 };
 
 struct arena {

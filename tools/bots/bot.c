@@ -100,6 +100,7 @@ void bot_reset(struct bot *b)
 	b->chat_head = b->chat_tail = 0;
 	b->t_input = b->t_chat = b->t_ping = b->t_churn = b->t_join = 0;
 	b->t_stall = 0;
+	b->ack_at = 0;
 	if (!b->rng)
 		b->rng = 0x9e3779b9u ^ (b->id * 2654435761u) ^
 			 b->env->ctx->o.seed;
@@ -459,6 +460,13 @@ static void on_snapshot(struct bot *b, const struct ap_msg *m, uint64_t now)
 	b->last_tick = tick;
 	b->have_tick = true;
 	b->last_arrival = now;
+	/* The server holds a bot that acks to its acks (PROTOCOL.md). */
+	if (!b->ack_at || now - b->ack_at >= BOT_ACK_NS) {
+		uint8_t p[AP_LEN_ACK];
+
+		if (bot_queue(b, p, ap_enc_ack(p, tick)))
+			b->ack_at = now ? now : 1;
+	}
 	if (b->env->ctx->o.check_cross && b->id % 8 == 0)
 		cross_check(b, m);
 }

@@ -99,6 +99,7 @@ enum bot_state {
 #define BOT_TX 2048 /* send queue bytes (a power of two) */
 #define BOT_PENDING 256 /* inputs in flight (a power of two) */
 #define BOT_CHATS 16 /* own chat lines in flight (a power of two) */
+#define BOT_ACK_NS 250000000ull /* an ack per 250 ms of snapshots read */
 #define BOT_RXBUF 4096 /* the uring engine's receive buffer */
 #define INPUT_LOST_NS (5 * 1000000000ull)
 #define CHAT_LOST_NS (5 * 1000000000ull)
@@ -183,6 +184,7 @@ struct bot {
 	/* Timers (ns; 0: off). */
 	uint64_t t_connect, t_input, t_chat, t_ping, t_churn, t_join, t_stall;
 	uint64_t ping_sent;
+	uint64_t ack_at; /* when the last ack went out (0: none yet) */
 	uint32_t rng;
 	uint8_t dir; /* the direction it walks in, */
 	uint8_t dir_left; /* for this many more inputs */

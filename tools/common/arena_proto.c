@@ -70,6 +70,16 @@ int ap_decode(const uint8_t *p, size_t n, struct ap_msg *m)
 		return 0;
 	case AP_LEAVE:
 		return n == AP_LEN_LEAVE ? 0 : AP_ERR_MALFORMED;
+	case AP_ACK:
+		if (n != AP_LEN_ACK)
+			return AP_ERR_MALFORMED;
+		m->ack.tick = ap_get32(p + 1);
+		return 0;
+	case AP_WATCH:
+		if (n != AP_LEN_WATCH)
+			return AP_ERR_MALFORMED;
+		m->watch.room = ap_get32(p + 1);
+		return 0;
 	case AP_WELCOME:
 		if (n != AP_LEN_WELCOME)
 			return AP_ERR_MALFORMED;
@@ -178,6 +188,20 @@ size_t ap_enc_leave(uint8_t *out)
 {
 	out[0] = AP_LEAVE;
 	return AP_LEN_LEAVE;
+}
+
+size_t ap_enc_ack(uint8_t *out, uint32_t tick)
+{
+	out[0] = AP_ACK;
+	ap_put32(out + 1, tick);
+	return AP_LEN_ACK;
+}
+
+size_t ap_enc_watch(uint8_t *out, uint32_t room)
+{
+	out[0] = AP_WATCH;
+	ap_put32(out + 1, room);
+	return AP_LEN_WATCH;
 }
 
 size_t ap_enc_welcome(uint8_t *out, uint32_t player, uint16_t tick_hz,

@@ -33,6 +33,8 @@ enum ap_type {
 	AP_CHAT = 0x04,
 	AP_PING = 0x05,
 	AP_LEAVE = 0x06,
+	AP_ACK = 0x07,
+	AP_WATCH = 0x08,
 	AP_WELCOME = 0x81,
 	AP_JOINED = 0x82,
 	AP_SNAPSHOT = 0x83,
@@ -66,6 +68,8 @@ const char *ap_err_name(unsigned int code);
 #define AP_LEN_INPUT 6
 #define AP_LEN_PING 9
 #define AP_LEN_LEAVE 1
+#define AP_LEN_ACK 5
+#define AP_LEN_WATCH 5
 #define AP_LEN_WELCOME 15
 #define AP_LEN_JOINED 19
 #define AP_LEN_SNAP_HDR 11
@@ -111,6 +115,12 @@ struct ap_msg {
 			uint64_t stamp;
 		} ping; /* ping and pong */
 		struct {
+			uint32_t tick;
+		} ack;
+		struct {
+			uint32_t room;
+		} watch;
+		struct {
 			uint32_t player;
 			uint16_t tick_hz, room_size, width, height, speed;
 		} welcome;
@@ -144,7 +154,7 @@ int ap_decode(const uint8_t *p, size_t n, struct ap_msg *m);
 /* True for the types a client sends. */
 static inline bool ap_is_client_type(uint8_t type)
 {
-	return type >= AP_HELLO && type <= AP_LEAVE;
+	return type >= AP_HELLO && type <= AP_WATCH;
 }
 /* Entry i (< m->snap.count) of a decoded snapshot. */
 void ap_snap_entry(const struct ap_msg *m, unsigned int i, struct ap_entry *e);
@@ -157,6 +167,8 @@ size_t ap_enc_input(uint8_t *out, uint32_t seq, uint8_t dir);
 size_t ap_enc_chat(uint8_t *out, const void *text, size_t len);
 size_t ap_enc_ping(uint8_t *out, uint64_t stamp);
 size_t ap_enc_leave(uint8_t *out);
+size_t ap_enc_ack(uint8_t *out, uint32_t tick);
+size_t ap_enc_watch(uint8_t *out, uint32_t room);
 size_t ap_enc_welcome(uint8_t *out, uint32_t player, uint16_t tick_hz,
 		      uint16_t room_size, uint16_t width, uint16_t height,
 		      uint16_t speed);

@@ -39,7 +39,21 @@ enum ao_close_reason {
 	AO_CLOSE_LOCAL, /* ao_conn_close() */
 	AO_CLOSE_SHUTDOWN, /* ao_server_stop() */
 	AO_CLOSE_NOMEM, /* out of memory */
+	AO_CLOSE_WS_CLOSE, /* WebSocket: the close handshake (either side) */
+	AO_CLOSE_WS_ERROR, /* WebSocket: a frame broke RFC 6455 (1002, 1007) */
+	AO_CLOSE_WS_PONG, /* WebSocket: no pong to the server's ping */
+	AO_CLOSE_HTTP_BAD, /* HTTP: a bad, too large or refused request head */
+	AO_CLOSE_HTTP_TIMEOUT, /* HTTP: the request head took too long */
+	AO_CLOSE_HTTP_DONE, /* HTTP: a plain request answered */
 	AO_CLOSE_NR
+};
+
+/* What a connection speaks (see aorta/io/server.h: AO_FRAME_WS and
+ * AO_SERVER_HTTP). */
+enum ao_conn_proto {
+	AO_CONN_FRAMED = 0, /* the server's byte framing */
+	AO_CONN_WS, /* WebSocket, after the upgrade */
+	AO_CONN_HTTP, /* a plain HTTP request */
 };
 
 /* A short name for a close reason ("eof", "slow consumer", ...). */
@@ -107,5 +121,19 @@ AO_API size_t ao_conn_send_queued(struct ao_conn *c);
 AO_API void *ao_conn_user(const struct ao_conn *c);
 /* Set the caller's pointer (typically in on_open). */
 AO_API void ao_conn_set_user(struct ao_conn *c, void *user);
+
+/* What the connection speaks; AO_CONN_FRAMED until a connection of an
+ * AO_SERVER_HTTP or AO_FRAME_WS server has told (on_open: WebSocket or
+ * framed; on_http: HTTP). */
+AO_API enum ao_conn_proto ao_conn_proto(const struct ao_conn *c);
+/*
+ * Answer a plain HTTP request once: status (200, 404, ...), a
+ * Content-Type, and len bytes of body (copied).  The connection then
+ * closes gracefully.  0, -EINVAL (not an HTTP connection, answered
+ * already), -ENOMEM, -EPIPE (closed).  From any thread.
+ */
+AO_API int ao_http_reply(struct ao_conn *c, int status,
+			 const char *content_type, const void *body,
+			 size_t len);
 
 #endif /* AORTA_IO_CONN_H */

@@ -4,7 +4,9 @@
  *
  *	AO_FRAME_RAW	every receive is a packet (split at the buffer size);
  *	AO_FRAME_LEN16	a 2-byte length prefix, then that many bytes;
- *	AO_FRAME_LEN32	a 4-byte length prefix, then that many bytes.
+ *	AO_FRAME_LEN32	a 4-byte length prefix, then that many bytes;
+ *	AO_FRAME_WS	WebSocket (RFC 6455), for the server only (the byte
+ *			framer below does not take it): see aorta/io/server.h.
  *
  * The prefix counts the payload only (not itself), in network byte order
  * unless AO_ORDER_LITTLE.  A packet split over several feeds, or several
@@ -34,6 +36,8 @@ enum ao_frame_kind {
 	AO_FRAME_RAW = 0, /* no framing: each receive is a packet */
 	AO_FRAME_LEN16 = 2, /* 2-byte length prefix */
 	AO_FRAME_LEN32 = 4, /* 4-byte length prefix */
+	AO_FRAME_WS = 8, /* WebSocket (RFC 6455): each connection starts with
+			  * an HTTP/1.1 upgrade (or a plain GET, see on_http) */
 };
 
 /* Byte order of the length prefix. */

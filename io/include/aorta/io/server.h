@@ -39,6 +39,13 @@ enum ao_io_backend {
 	AO_IO_EPOLL = 2, /* epoll */
 };
 
+/* A plain HTTP request (see on_http). */
+struct ao_http_request {
+	const char *path; /* request target (origin-form), not NUL-terminated;
+			   * valid during on_http */
+	size_t path_len;
+};
+
 /* Handlers; each runs on the connection's strand (on the ring thread with
  * AO_SERVER_RING_HANDLERS).  arg is handlers.arg. */
 struct ao_server_handlers {
@@ -54,6 +61,13 @@ struct ao_server_handlers {
 	/* The connection closed; the last handler it gets. */
 	void (*on_close)(struct ao_conn *c, enum ao_close_reason why,
 			 void *arg);
+	/* A plain HTTP GET (AO_FRAME_WS or AO_SERVER_HTTP): answer it with
+	 * ao_http_reply(), during the call or later from any thread; the
+	 * connection closes after the answer (no keep-alive).  NULL: every
+	 * plain GET gets 404.  on_open/on_close are NOT called for plain
+	 * HTTP connections. */
+	void (*on_http)(struct ao_conn *c, const struct ao_http_request *req,
+			void *arg);
 	void *arg;
 };
 
@@ -61,6 +75,29 @@ struct ao_server_handlers {
 #define AO_SERVER_QUIET 0x1u /* do not log the backend to stderr */
 #define AO_SERVER_RING_HANDLERS 0x2u /* handlers on the ring thread */
 #define AO_SERVER_RING_ASSIST 0x4u /* the ring runs strand turns itself */
+#define AO_SERVER_HTTP \
+	0x8u /* also HTTP (WebSocket upgrades and plain
+			     * GETs) on a byte-framed port */
+
+/* Flags for struct ao_ws_config. */
+#define AO_WS_TEXT 0x1u /* send text frames (the default: binary) */
+
+/*
+ * WebSocket and HTTP (framing.kind AO_FRAME_WS: a pure WebSocket server;
+ * or a byte framing with AO_SERVER_HTTP: a connection whose first bytes
+ * are an HTTP GET request line is HTTP, anything else the framing; with
+ * len16 that is unambiguous only for max_packet < 0x4745, "GE" read as a
+ * length, and ao_server_create() says -EINVAL otherwise).
+ */
+struct ao_ws_config {
+	const char *const *protocols; /* subprotocols, preferred first,
+				       * NULL-terminated; NULL: none */
+	uint32_t header_timeout_ms; /* the request head's deadline; 0: 5000 */
+	uint32_t header_max; /* request head bytes; 0: 8192 */
+	uint32_t ping_ms; /* ping a WebSocket silent this long; 0: 15000 */
+	uint32_t pong_timeout_ms; /* then close if no pong; 0: 10000 */
+	unsigned int flags; /* AO_WS_TEXT: send text frames */
+};
 
 /*
  * AO_SERVER_RING_HANDLERS: every handler runs on the ring thread that owns
@@ -138,6 +175,7 @@ struct ao_server_config {
 	int sock_sndbuf; /* SO_SNDBUF of accepted sockets; 0: system's */
 	unsigned int flags; /* AO_SERVER_* */
 	struct ao_server_handlers handlers;
+	struct ao_ws_config ws; /* AO_FRAME_WS, AO_SERVER_HTTP */
 };
 
 #define AO_SERVER_CONFIG_INIT   \
@@ -163,6 +201,17 @@ struct ao_io_stats {
 			    * (AO_SERVER_RING_ASSIST), not the workers */
 	uint64_t aborted; /* closes that ended with a reset: slow
 			   * consumers, a drain or linger out of time */
+	uint64_t ws_upgrades; /* WebSocket upgrades completed */
+	uint64_t http_requests; /* plain HTTP requests (on_http or 404) */
+	uint64_t http_errors; /* requests refused (4xx), timed out */
+	uint64_t ws_frames_in; /* WebSocket frames received */
+	uint64_t ws_frames_written; /* frame headers written into a
+				     * buffer's headroom */
+	uint64_t ws_frames_shared; /* sends that reused such a header */
+	uint64_t ws_inline_headers; /* sends with the header in the queue
+				     * node (a buffer without headroom) */
+	uint64_t ws_pings; /* pings sent to silent connections */
+	uint64_t ws_pongs; /* pongs sent to the peer's pings */
 };
 
 /* Create a server (not started); 0, -EINVAL for a bad config (an address
