@@ -470,6 +470,17 @@ demo-game: deps
 	$(Q)sh tools/demo-game.sh "$(abspath $(out)tools)" \
 		"$(DEMO_GAME_TIME)" "$(DEMO_GAME_PLAYERS)"
 
+# The cluster demo: nats-server, three ao-arena nodes, DEMO_CLUSTER_PLAYERS
+# ao-bots over them for DEMO_CLUSTER_TIME, one node killed half-way.
+DEMO_CLUSTER_TIME ?= 20s
+DEMO_CLUSTER_PLAYERS ?= 600
+PHONY += demo-cluster
+demo-cluster: deps
+	$(Q)$(MAKE) $(demo-jobs) $(out)tools/arena/ao-arena \
+		$(out)tools/bots/ao-bots
+	$(Q)sh tools/demo-cluster.sh "$(abspath $(out)tools)" \
+		"$(DEMO_CLUSTER_TIME)" "$(DEMO_CLUSTER_PLAYERS)"
+
 # ---------------------------------------------------------------------------
 # Reliability: fuzzing (clang's libFuzzer), the soak run, the model check.
 
@@ -741,6 +752,8 @@ help:
 	@echo '  demo-game       - ao-arena under ao-bots (DEMO_GAME_PLAYERS=500'
 	@echo '                    bots for DEMO_GAME_TIME=10s), verified, and'
 	@echo '                    the input-to-visible latency plot'
+	@echo '  demo-cluster    - nats-server, three ao-arena nodes, 600 ao-bots'
+	@echo '                    over them for 20s, one node killed at 10s'
 	@echo '  fuzz            - libFuzzer (clang) over the parsers for'
 	@echo '                    FUZZ_TIME seconds (60)'
 	@echo '  soak            - ao-echo and ao-arena under load, churn and'
