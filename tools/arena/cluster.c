@@ -493,6 +493,7 @@ static struct croom *proxy_for(struct cluster *c, struct centry *e)
 	if (!cr)
 		return NULL;
 	cr->census_fill = e->fill;
+	cr->ready = 1; /* (before anyone else sees it: under the lobby lock) */
 	if (proxy_subscribe(c, cr)) {
 		unlist_room(c, cr);
 		__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);
