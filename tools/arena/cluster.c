@@ -153,6 +153,7 @@ struct croom {
 	struct ao_buf *snap;
 	bool ghosts; /* this tick had members of other nodes */
 	uint32_t ghost_gen; /* the bus generation its ghosts belong to */
+	uint32_t dead_gen; /* the deaths its ghosts were checked against */
 };
 
 struct centry {
@@ -196,6 +197,10 @@ struct cluster {
 	int fenced; /* atomic */
 	uint32_t reread; /* the strand's: answers awaited */
 	uint32_t bus_gen; /* atomic: one more at each loss of the bus */
+	/* Dead nodes' indexes: their players' ghosts leave the rooms. */
+	char idx_name[256][AO_NODE_NAME_MAX]; /* under a->lobby */
+	uint8_t dead_idx[256]; /* atomic flags */
+	uint32_t dead_gen; /* atomic: one more at each death */
 	pthread_t restorer;
 	bool restoring;
 	struct cl_count n;
@@ -930,6 +935,7 @@ static void drain_lost(struct croom *cr)
 		for (i = 0; i < cr->leaving.n; i++)
 			lose_player(r, cr->leaving.p[i], true);
 		cr->leaving.n = 0;
+		__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 	}
 	ao_spin_lock(&r->lock);
 	w = r->in;
@@ -970,6 +976,7 @@ static void drain_lost(struct croom *cr)
 		}
 	}
 	free(w.ev);
+	__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 }
 
 static void rec_pid(struct vec *v, uint8_t kind, uint32_t pid)
@@ -1263,13 +1270,19 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 		proxy_tick(cr);
 		return true;
 	}
-	/* The bus lost meanwhile: the others' players here are gone. */
-	if (cr->ghost_gen != LOAD(c->bus_gen)) {
+	/* The bus lost meanwhile, or a node died: the others' (or its)
+	 * players here are gone. */
+	if (cr->ghost_gen != LOAD(c->bus_gen) ||
+	    cr->dead_gen != __atomic_load_n(&c->dead_gen, __ATOMIC_ACQUIRE)) {
+		bool all = cr->ghost_gen != LOAD(c->bus_gen);
+
 		cr->ghost_gen = LOAD(c->bus_gen);
+		cr->dead_gen = LOAD(c->dead_gen);
 		for (uint32_t i = r->nmembers; i-- > 0;) {
 			struct player *p = r->members[i];
 
-			if (p->ghost) {
+			if (p->ghost &&
+			    (all || LOAD(c->dead_idx[p->id >> 24 & 255]))) {
 				ghost_take(c, p->id);
 				member_remove(r, p);
 				player_free(p);
@@ -1355,6 +1368,7 @@ static void census_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 	if (LOAD(c->fenced))
 		return;
 	put8(&v, M_CENSUS);
+	put8(&v, (uint8_t)c->idx);
 	put8(&v, nl);
 	vec_put(&v, c->name, nl);
 	ao_spin_lock(&a->lobby);
@@ -1383,18 +1397,22 @@ static void on_census(struct ao_msg *m, void *arg)
 	char owner[AO_NODE_NAME_MAX];
 	struct ao_peer peer;
 	size_t nl, n, i, k;
+	uint8_t idx;
 
-	if (m->len < 2 || d[0] != M_CENSUS || 2 + (size_t)d[1] > m->len ||
-	    d[1] >= AO_NODE_NAME_MAX)
+	if (m->len < 3 || d[0] != M_CENSUS || 3 + (size_t)d[2] > m->len ||
+	    d[2] >= AO_NODE_NAME_MAX)
 		return;
-	nl = d[1];
-	memcpy(owner, d + 2, nl);
+	idx = d[1];
+	nl = d[2];
+	memcpy(owner, d + 3, nl);
 	owner[nl] = 0;
 	if (!strcmp(owner, c->name) || ao_node_peer(c->node, owner, &peer))
 		return;
-	n = (m->len - 2 - nl) / 12;
-	d += 2 + nl;
+	n = (m->len - 3 - nl) / 12;
+	d += 3 + nl;
 	ao_spin_lock(&a->lobby);
+	snprintf(c->idx_name[idx], sizeof(c->idx_name[idx]), "%s", owner);
+	__atomic_store_n(&c->dead_idx[idx], 0, __ATOMIC_RELAXED);
 	for (i = 0; i < c->ncen;) /* the owner's entries, replaced */
 		if (!strcmp(c->cen[i].owner, owner))
 			c->cen[i] = c->cen[--c->ncen];
@@ -1513,7 +1531,14 @@ static void on_peer(struct ao_node *node, const struct ao_peer *peer, bool up,
 		    !strcmp(c->rooms[i]->owner, peer->name))
 			__atomic_store_n(&c->rooms[i]->lost, 1,
 					 __ATOMIC_RELEASE);
+	/* Its players in rooms here: gone with it (at the rooms' ticks). */
+	for (i = 1; i < 256; i++)
+		if (!strcmp(c->idx_name[i], peer->name))
+			__atomic_store_n(&c->dead_idx[i], 1, __ATOMIC_RELAXED);
 	ao_spin_unlock(&a->lobby);
+	/* Release: pairs with the acquire in cluster_tick(): the flags
+	 * above are seen with the new generation. */
+	__atomic_fetch_add(&c->dead_gen, 1, __ATOMIC_RELEASE);
 	/* Its rooms: every live node tries, the directory picks one. */
 	for (i = 0; i < n; i++) {
 		struct takeover *t = calloc(1, sizeof(*t));
@@ -1763,6 +1788,7 @@ void cluster_drop_ghosts(struct arena *a)
 				player_free(p);
 			}
 		}
+		__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 		/* (a proxy's players were freed by their disconnects) */
 		if (cr)
 			cr->leaving.n = cr->joining.n = 0;

@@ -583,8 +583,13 @@ void bot_on_frame(struct bot *b, const uint8_t *p, size_t n, uint64_t now)
 		    (m.error.code == AP_ERR_ROOM_LOST ||
 		     m.error.code == AP_ERR_ROOM_FULL) &&
 		    (b->state == B_ROOM || b->state == B_JOINING)) {
+			uint64_t out = b->out_since;
+
 			BOT_BUMP(meas->stat[S_ROOM_LOST], 1);
 			bot_lost_room(b, now);
+			/* A full room is no outage. */
+			if (m.error.code == AP_ERR_ROOM_FULL)
+				b->out_since = out;
 			bot_join(b, now);
 			break;
 		}
