@@ -143,7 +143,8 @@ struct croom {
 	int lost; /* atomic: the room is gone here (room_lost) */
 	bool dead; /* its lost players were told (its strand) */
 	struct ao_sub *sub; /* a proxy's out subject */
-	uint32_t census_fill; /* a proxy: seats taken, as last told */
+	uint32_t census_fill; /* seats taken, as the last census told */
+	uint32_t since_census; /* picked here since (any room: a share) */
 	/* A proxy's players, on its strand: joins sent, and leaves sent. */
 	struct pvec joining, leaving;
 	/* The owner's: records for the next control message. */
@@ -185,6 +186,13 @@ struct cluster {
 	uint64_t epoch;
 	uint32_t idx;
 	uint32_t next_room; /* atomic */
+	uint32_t nnodes; /* live nodes, this one too (under a->lobby) */
+	/* Nodes that did not answer a create (no-responders, timeout): no
+	 * new room goes to them for a while (under a->lobby). */
+	struct {
+		char name[AO_NODE_NAME_MAX];
+		uint64_t until;
+	} suspect[8];
 	/* Under a->lobby. */
 	struct croom **rooms;
 	uint32_t nrooms, cap_rooms;
@@ -412,14 +420,36 @@ static uint64_t own_load(struct cluster *c)
 	return load;
 }
 
+static bool suspect(struct cluster *c, const char *name, uint64_t now)
+{
+	for (unsigned int i = 0; i < 8; i++)
+		if (c->suspect[i].until > now &&
+		    !strcmp(c->suspect[i].name, name))
+			return true;
+	return false;
+}
+
 static void on_created(int err, struct ao_msg *m, void *arg)
 {
 	struct croom *cr = arg;
+	struct cluster *c = cr->c;
+	unsigned int i, old = 0;
 
-	if (!err && m->len >= 1 && ((const uint8_t *)m->data)[0] == 0)
+	if (!err && m->len >= 1 && ((const uint8_t *)m->data)[0] == 0) {
 		__atomic_store_n(&cr->ready, 1, __ATOMIC_RELEASE);
-	else
-		__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);
+	if (err != -EHOSTUNREACH && err != -ETIMEDOUT)
+		return;
+	ao_spin_lock(&c->a->lobby);
+	for (i = 1; i < 8; i++)
+		if (c->suspect[i].until < c->suspect[old].until)
+			old = i;
+	snprintf(c->suspect[old].name, sizeof(c->suspect[old].name), "%s",
+		 cr->owner);
+	c->suspect[old].until = real_ns() + 2 * NS;
+	ao_spin_unlock(&c->a->lobby);
 }
 
 static void on_out(struct ao_msg *m, void *arg);
@@ -447,7 +477,8 @@ static struct room *new_room(struct cluster *c, int *err)
 	if (n > 64)
 		n = 64;
 	for (i = 0; i < n; i++) {
-		if (peers[i].load < load) {
+		if (peers[i].load < load &&
+		    !suspect(c, peers[i].name, real_ns())) {
 			load = peers[i].load;
 			best = i;
 		}
@@ -507,12 +538,20 @@ static struct croom *proxy_for(struct cluster *c, struct centry *e)
 	return cr;
 }
 
-static uint32_t fill_of(struct croom *cr)
+/*
+ * Whether a join of any room may take a place in cr.  Between two
+ * censuses each of the n live nodes takes at most its share of the
+ * places the last census showed free, so that together they never
+ * overfill a room whose owner has not told them yet (a join the owner
+ * refuses is room_full to the player).
+ */
+static bool has_share(struct cluster *c, struct croom *cr, uint32_t size)
 {
-	if (!cr->proxy)
-		return cr->r->reserved;
-	return cr->census_fill > cr->r->reserved ? cr->census_fill :
-						   cr->r->reserved;
+	uint32_t fill = cr->census_fill, n = c->nnodes ? c->nnodes : 1;
+
+	if (cr->r->reserved >= size || fill >= size)
+		return false;
+	return cr->since_census < (size - fill) / n;
 }
 
 struct room *cluster_pick(struct arena *a, uint32_t want, int *err)
@@ -552,12 +591,13 @@ struct room *cluster_pick(struct arena *a, uint32_t want, int *err)
 		cr = c->rooms[i];
 		if (LOAD(cr->lost) || cr->id >= best)
 			continue;
-		if (fill_of(cr) + (cr->proxy ? 1 : 0) < size)
+		if (has_share(c, cr, size))
 			best = cr->id;
 	}
 	for (i = 0; i < c->ncen; i++) {
 		e = &c->cen[i];
-		if (e->id < best && e->fill + 1 < size &&
+		if (e->id < best && e->fill < size &&
+		    (size - e->fill) / (c->nnodes ? c->nnodes : 1) > 0 &&
 		    !find_room(c, e->id) && ao_node_connected(c->node))
 			best = e->id;
 	}
@@ -569,6 +609,7 @@ struct room *cluster_pick(struct arena *a, uint32_t want, int *err)
 			if (cr->proxy)
 				ADD(c->n.forwarded, 1);
 			cr->r->reserved++;
+			cr->since_census++;
 			return cr->r;
 		}
 	}
@@ -1363,10 +1404,12 @@ static void census_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 	struct vec v = { 0 };
 	uint64_t load = 0;
 	uint8_t nl = (uint8_t)strlen(c->name);
+	uint32_t nnodes;
 
 	(void)ev;
 	if (LOAD(c->fenced))
 		return;
+	nnodes = (uint32_t)ao_node_peers(c->node, NULL, 0) + 1;
 	put8(&v, M_CENSUS);
 	put8(&v, (uint8_t)c->idx);
 	put8(&v, nl);
@@ -1381,7 +1424,10 @@ static void census_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 		put32(&v, cr->epoch);
 		put32(&v, cr->r->reserved);
 		load += cr->r->reserved;
+		cr->census_fill = cr->r->reserved;
+		cr->since_census = 0;
 	}
+	c->nnodes = nnodes;
 	ao_spin_unlock(&a->lobby);
 	ao_node_set_load(c->node, load);
 	if (v.n <= BUS_BUF)
@@ -1438,10 +1484,11 @@ static void on_census(struct ao_msg *m, void *arg)
 		memcpy(e->owner, owner, nl + 1);
 		cr = find_room(c, e->id);
 		if (cr && cr->proxy && !strcmp(cr->owner, owner) &&
-		    cr->epoch == e->epoch)
+		    cr->epoch == e->epoch) {
 			cr->census_fill = e->fill;
-		else if (cr && (cr->epoch < e->epoch ||
-				(cr->proxy && cr->epoch != e->epoch)))
+			cr->since_census = 0;
+		} else if (cr && (cr->epoch < e->epoch ||
+				  (cr->proxy && cr->epoch != e->epoch)))
 			__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);
 	}
 	ao_spin_unlock(&a->lobby);
