@@ -111,6 +111,9 @@
 #define BUS_BUF 8192u /* a bus message at most (split above) */
 #define BUS_BUFS 4096u
 #define GHOST_BUCKETS 4096u
+/* A proxy forwards its players' messages this long before the owner's
+ * tick (the bus's hop, with room to spare). */
+#define LEAD_NS (3 * MS)
 
 /* Bus message kinds (first byte; a snapshot starts with AP_SNAPSHOT). */
 #define M_IN 0xc1 /* gateway -> owner: u32 room, u32 epoch, records */
@@ -159,6 +162,7 @@ struct croom {
 
 struct centry {
 	uint32_t id, epoch, fill;
+	uint32_t offset; /* its ticks' offset in the period (ns) */
 	char owner[AO_NODE_NAME_MAX];
 };
 
@@ -384,6 +388,32 @@ static struct croom *add_room(struct cluster *c, uint32_t id, uint32_t epoch,
 	return cr;
 }
 
+/* An own room's ticks: their offset in the period. */
+static uint32_t room_offset(struct room *r)
+{
+	struct arena *a = r->a;
+
+	return (uint32_t)((ao_timer_expires(&r->tick) - a->base) % a->period);
+}
+
+/*
+ * A proxy ticks (forwards) LEAD_NS before its owner's room does, so that
+ * an input waits for one tick of the owner, not for one of the proxy and
+ * then one of the owner.  On the proxy's strand, or before it ticks.
+ */
+static void align_proxy(struct croom *cr, uint32_t owner_offset)
+{
+	struct room *r = cr->r;
+	struct arena *a = r->a;
+	uint64_t now = ao_timers_now(a->timers), k, off;
+
+	off = (owner_offset + a->period - LEAD_NS % a->period) % a->period;
+	k = (now - a->base) / a->period + 1;
+	ao_timer_cancel(&r->tick);
+	ao_timer_arm_periodic(&r->tick, a->base + k * a->period + off,
+			      a->period, 0);
+}
+
 static void dir_value(struct cluster *c, uint32_t repoch, char *buf, size_t cap)
 {
 	snprintf(buf, cap, "%s %" PRIu64 " %u", c->name, c->epoch, repoch);
@@ -436,6 +466,8 @@ static void on_created(int err, struct ao_msg *m, void *arg)
 	unsigned int i, old = 0;
 
 	if (!err && m->len >= 1 && ((const uint8_t *)m->data)[0] == 0) {
+		if (m->len >= 5)
+			align_proxy(cr, get32((const uint8_t *)m->data + 1));
 		__atomic_store_n(&cr->ready, 1, __ATOMIC_RELEASE);
 		return;
 	}
@@ -529,6 +561,7 @@ static struct croom *proxy_for(struct cluster *c, struct centry *e)
 	if (!cr)
 		return NULL;
 	cr->census_fill = e->fill;
+	align_proxy(cr, e->offset);
 	cr->ready = 1; /* (before anyone else sees it: under the lobby lock) */
 	if (proxy_subscribe(c, cr)) {
 		unlist_room(c, cr);
@@ -1423,6 +1456,7 @@ static void census_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 		put32(&v, cr->id);
 		put32(&v, cr->epoch);
 		put32(&v, cr->r->reserved);
+		put32(&v, room_offset(cr->r));
 		load += cr->r->reserved;
 		cr->census_fill = cr->r->reserved;
 		cr->since_census = 0;
@@ -1454,7 +1488,7 @@ static void on_census(struct ao_msg *m, void *arg)
 	owner[nl] = 0;
 	if (!strcmp(owner, c->name) || ao_node_peer(c->node, owner, &peer))
 		return;
-	n = (m->len - 3 - nl) / 12;
+	n = (m->len - 3 - nl) / 16;
 	d += 3 + nl;
 	ao_spin_lock(&a->lobby);
 	snprintf(c->idx_name[idx], sizeof(c->idx_name[idx]), "%s", owner);
@@ -1464,7 +1498,7 @@ static void on_census(struct ao_msg *m, void *arg)
 			c->cen[i] = c->cen[--c->ncen];
 		else
 			i++;
-	for (k = 0; k < n; k++, d += 12) {
+	for (k = 0; k < n; k++, d += 16) {
 		struct centry *e;
 		struct croom *cr;
 
@@ -1481,6 +1515,7 @@ static void on_census(struct ao_msg *m, void *arg)
 		e->id = get32(d);
 		e->epoch = get32(d + 4);
 		e->fill = get32(d + 8);
+		e->offset = get32(d + 12);
 		memcpy(e->owner, owner, nl + 1);
 		cr = find_room(c, e->id);
 		if (cr && cr->proxy && !strcmp(cr->owner, owner) &&
@@ -1647,9 +1682,9 @@ static void on_create(struct ao_msg *m, void *arg)
 {
 	struct cluster *c = arg;
 	struct arena *a = c->a;
-	uint8_t ok = 1;
+	uint8_t ok = 1, ans[5] = { 1 };
 	struct croom *cr;
-	uint32_t id;
+	uint32_t id, off;
 
 	if (m->len == 4) {
 		id = get32(m->data);
@@ -1659,10 +1694,14 @@ static void on_create(struct ao_msg *m, void *arg)
 			cr = add_room(c, id, 1, c->name, false);
 		ok = !cr || cr->proxy;
 		ao_spin_unlock(&a->lobby);
-		if (!ok)
+		if (!ok) {
 			dir_claim(c, cr);
+			off = room_offset(cr->r);
+			memcpy(ans + 1, &off, 4);
+		}
 	}
-	ao_node_respond(c->node, m, &ok, 1);
+	ans[0] = ok; /* 0: made (then its ticks' offset) */
+	ao_node_respond(c->node, m, ans, sizeof(ans));
 }
 
 /* ------------------------------------------------------------------ */
