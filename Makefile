@@ -323,7 +323,7 @@ installcheck: all
 # The manual pages: lint, a page per public function and per tool (the
 # tools are listed below, where tool-bins is defined).
 PHONY += mancheck
-mancheck: $(lib-so)
+mancheck: $(lib-so) $(cluster-so-links)
 	$(Q)sh tests/man-test.sh "$(out)" "$(SRCARCH)" "$(man-tools)"
 
 # ---------------------------------------------------------------------------

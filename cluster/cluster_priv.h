@@ -44,6 +44,7 @@ struct ao_node {
 	bool started; /* ao_node_start() succeeded */
 	bool stopping; /* atomic: ao_node_stop() began */
 	bool connected; /* atomic: the bus is up */
+	bool closed; /* atomic: cnats' last callback has come */
 	bool bus_queued; /* atomic: bus_work is queued */
 	bool bus_reported; /* node strand: what on_bus was told last */
 	struct ao_work bus_work;

@@ -408,11 +408,6 @@ static void req_put(struct ao_req *r)
 		req_free(r);
 }
 
-static void req_put_call(void *arg)
-{
-	req_put(arg);
-}
-
 /* Take r out of the table: true if the caller is the one to complete it. */
 static bool req_claim(struct ao_node *node, struct ao_req *r)
 {
@@ -487,7 +482,7 @@ static void req_call(struct ao_req *r)
 	r->fn(0, &msg, r->arg);
 }
 
-/* On r->s: a claimer other than the timer completes here. */
+/* On r->s: whoever claimed r completes it here. */
 static void req_done(struct ao_work *w)
 {
 	struct ao_req *r = container_of(w, struct ao_req, work);
@@ -516,14 +511,11 @@ static void req_timeout(struct ao_timer *t, const struct ao_timer_event *ev)
 	struct ao_req *r = container_of(t, struct ao_req, timer);
 
 	(void)ev;
-	if (!req_claim(r->node, r))
-		return; /* completed by the reply meanwhile */
-	r->err = -ETIMEDOUT;
-	req_call(r);
-	/* Not freed in its own timer's callback: the timer service touches
-	 * the timer after the callback returns. */
-	if (ao_strand_call(r->s, req_put_call, r) < 0)
-		__atomic_sub_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+	/* Completed in an item of its own, not here: the timer service
+	 * touches the timer after its callback returns, and req_done() may
+	 * free it. */
+	if (req_claim(r->node, r))
+		req_post(r, -ETIMEDOUT);
 }
 
 /* Fail every pending request with err (a disconnect, the stop). */
@@ -837,6 +829,18 @@ static void on_disconnected(natsConnection *nc, void *closure)
 				   -ENOTCONN);
 }
 
+/* cnats: the connection is closed; its last callback (they come in order
+ * on cnats' callback thread), so after it nothing of cnats touches the
+ * node. */
+static void on_closed(natsConnection *nc, void *closure)
+{
+	struct ao_node *node = closure;
+
+	(void)nc;
+	/* Release: pairs with the acquire in node_drained(). */
+	__atomic_store_n(&node->closed, true, __ATOMIC_RELEASE);
+}
+
 static void on_reconnected(natsConnection *nc, void *closure)
 {
 	struct ao_node *node = closure;
@@ -945,6 +949,8 @@ static natsStatus node_options(struct ao_node *node)
 		s = natsOptions_SetDisconnectedCB(o, on_disconnected, node);
 	if (s == NATS_OK)
 		s = natsOptions_SetReconnectedCB(o, on_reconnected, node);
+	if (s == NATS_OK)
+		s = natsOptions_SetClosedCB(o, on_closed, node);
 	return s;
 }
 
@@ -1031,6 +1037,8 @@ static bool node_drained(struct ao_node *node)
 	for (;;) {
 		bool idle =
 			!__atomic_load_n(&node->live_subs, __ATOMIC_ACQUIRE) &&
+			(!node->nc ||
+			 __atomic_load_n(&node->closed, __ATOMIC_ACQUIRE)) &&
 			ao_strand_idle(&node->strand);
 
 		for (i = 0; idle && i < NODE_SUB_STRANDS; i++)
