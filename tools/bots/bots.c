@@ -454,7 +454,7 @@ static struct bot *to_bot(struct eng_conn *c)
 
 static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
 {
-	const struct bots_ctx *ctx = w->ctx;
+	struct bots_ctx *ctx = w->ctx;
 	uint32_t k = ctx->o.nservers ? b->server % ctx->o.nservers : 0;
 	int err = eng_connect_rcvbuf(
 		(struct sockaddr *)(ctx->o.nservers ? &ctx->servers[k] :
