@@ -838,8 +838,9 @@ static void on_in(struct ao_msg *m, void *arg)
 		}
 		/* After its leave or disconnect, nothing more of the stay
 		 * goes to the room (the ghost is out of the map). */
-		p = kind == 'L' || kind == 'G' ? ghost_take(c, pid) :
-						 ghost_find(c, pid);
+		p = ghost_find(c, pid);
+		if (p && p->room == cr->r && (kind == 'L' || kind == 'G'))
+			ghost_take(c, pid);
 		if (!p || p->room != cr->r) {
 			if (e.buf)
 				ao_buf_put(e.buf);
@@ -949,15 +950,16 @@ static void proxy_member_add(struct room *r, struct player *p)
 
 /* p's stay in a lost room ends: room_lost, as a refused join (what the
  * client sends until its next join is dropped), then what it sent after
- * a leave goes on. */
-static void lose_player(struct room *r, struct player *p, bool left)
+ * a leave goes on.  reserved: a non-member still holds its place. */
+static void lose_player(struct room *r, struct player *p, bool left,
+			bool reserved)
 {
 	struct cluster *c = r->a->cl;
 
 	if (p->member_of == r) {
 		member_remove(r, p);
 		__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
-	} else if (!left) {
+	} else if (reserved) {
 		lobby_release(r->a, r);
 	}
 	ao_spin_lock(&p->lock);
@@ -1000,14 +1002,14 @@ static void drain_lost(struct croom *cr)
 				member_remove(r, p);
 				player_free(p);
 			} else {
-				lose_player(r, p, false);
+				lose_player(r, p, false, false);
 			}
 		}
 		for (i = 0; i < cr->joining.n; i++)
-			lose_player(r, cr->joining.p[i], false);
+			lose_player(r, cr->joining.p[i], false, true);
 		cr->joining.n = 0;
 		for (i = 0; i < cr->leaving.n; i++)
-			lose_player(r, cr->leaving.p[i], true);
+			lose_player(r, cr->leaving.p[i], true, true);
 		cr->leaving.n = 0;
 		__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 	}
@@ -1026,7 +1028,7 @@ static void drain_lost(struct croom *cr)
 				lobby_release(a, r);
 				player_free(p);
 			} else {
-				lose_player(r, p, false);
+				lose_player(r, p, false, true);
 			}
 			break;
 		case EV_INPUT:
@@ -1040,7 +1042,7 @@ static void drain_lost(struct croom *cr)
 			if (p->ghost)
 				player_free(p);
 			else
-				lose_player(r, p, true);
+				lose_player(r, p, true, false);
 			break;
 		case EV_GONE:
 			if (p->member_of == r)
@@ -1068,6 +1070,7 @@ static void proxy_tick(struct croom *cr)
 	struct inbox w;
 	uint8_t hdr[9];
 	char subj[AO_SUBJECT_MAX];
+	bool listed;
 	uint32_t i;
 	int err;
 
@@ -1110,15 +1113,16 @@ static void proxy_tick(struct croom *cr)
 			if (pvec_del(&cr->joining, p) || p->member_of == r)
 				pvec_add(&cr->leaving, p);
 			else /* refused meanwhile: nothing to wait for */
-				lose_player(r, p, true);
+				lose_player(r, p, true, false);
 			break;
 		case EV_GONE:
 			rec_pid(&v, 'G', p->id);
+			listed = pvec_del(&cr->joining, p);
+			listed |= pvec_del(&cr->leaving, p);
 			if (p->member_of == r)
 				member_remove(r, p);
-			else if (pvec_del(&cr->joining, p))
+			else if (listed)
 				lobby_release(r->a, r);
-			pvec_del(&cr->leaving, p);
 			__atomic_store_n(&r->count, r->nmembers,
 					 __ATOMIC_RELAXED);
 			player_free(p);
@@ -1144,6 +1148,7 @@ static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 	struct arena *a = r->a;
 	const uint8_t *end = d + len, *p0 = d;
 	struct pvec left = { 0 };
+	bool in_leaving;
 	uint32_t i;
 
 	/* Joined and refusals first, who left next (chat lines go to them
@@ -1160,13 +1165,19 @@ static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 		}
 		if (d + 5 > end)
 			break;
+		/* A leave may have gone after the join: either list. */
 		p = pvec_find(kind == 'L' ? &cr->leaving : &cr->joining,
 			      get32(d + 1));
-		if (kind == 'L' && !p)
-			p = pvec_find(&cr->joining, get32(d + 1));
+		in_leaving = kind == 'L' && p;
+		if (!p) {
+			p = pvec_find(kind == 'L' ? &cr->joining : &cr->leaving,
+				      get32(d + 1));
+			in_leaving = kind != 'L' && p;
+		}
 		if (kind == 'J' && d + 5 + AP_LEN_JOINED <= end) {
-			if (p) {
-				pvec_del(&cr->joining, p);
+			if (p && p->member_of != r) {
+				if (!in_leaving)
+					pvec_del(&cr->joining, p);
 				proxy_member_add(r, p);
 				p->last_tick = get32(d + 5 + 7);
 				p->stay_tick = p->last_tick;
@@ -1175,16 +1186,21 @@ static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 			}
 			d += 5 + AP_LEN_JOINED;
 		} else if (kind == 'E' && d + 6 <= end) {
-			if (p) {
-				pvec_del(&cr->joining, p);
+			if (p && p->member_of != r) {
+				pvec_del(in_leaving ? &cr->leaving :
+						      &cr->joining,
+					 p);
 				lobby_release(a, r);
+				send_error(p, d[5]);
+				/* Refused: its leave, if sent, ends nothing. */
 				ao_spin_lock(&p->lock);
-				if (p->room == r && p->state == P_ROOM) {
+				if (in_leaving)
+					run_deferred(a, p);
+				else if (p->room == r && p->state == P_ROOM) {
 					p->state = P_LOBBY;
 					p->room = NULL;
 				}
 				ao_spin_unlock(&p->lock);
-				send_error(p, d[5]);
 			}
 			d += 6;
 		} else if (kind == 'L') {
