@@ -23,6 +23,7 @@ one scenario).  Exit 0, 77 when nats-server is absent, 1 on a failure.
 """
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -96,15 +97,39 @@ class Bus:
         s.close()
 
 
-class Node(ac.Server):
+class Node:
+    """An ao-arena node; its stderr in a file, read for sanitizer reports
+    when it ends."""
+
     def __init__(self, bus, name):
         self.name = name
-        super().__init__("--nats=" + bus.url(), "--node=" + name, "--json")
+        self.err = tempfile.TemporaryFile()
+        self.p = subprocess.Popen(
+            [ac.ARENA, "--address=127.0.0.1", "--port=0", "--quiet",
+             "--workers=2", "--json", "--nats=" + bus.url(),
+             "--node=" + name], stdout=subprocess.PIPE, stderr=self.err)
+        r, _, _ = select.select([self.p.stdout], [], [], 30)
+        check(r, "node %s did not say its port" % name)
+        line = self.p.stdout.readline().decode()
+        check(line.startswith("port="), "node %s said %r" % (name, line))
+        self.port = int(line[5:])
+
+    def sanitizers(self):
+        self.err.seek(0)
+        text = self.err.read().decode(errors="replace")
+        for what in ("ThreadSanitizer", "AddressSanitizer",
+                     "runtime error", "LeakSanitizer"):
+            if what in text:
+                sys.stderr.write(text)
+                raise Failed("node %s: %s report" % (self.name, what))
 
     def final(self):
         """SIGTERM, then the final JSON report."""
         self.p.terminate()
-        out, _ = self.p.communicate(timeout=20)
+        out, _ = self.p.communicate(timeout=60)
+        self.sanitizers()
+        check(self.p.returncode == 0, "node %s exit status %d" %
+              (self.name, self.p.returncode))
         for line in out.decode().splitlines():
             if '"type":"final"' in line:
                 return json.loads(line)
@@ -114,7 +139,7 @@ class Node(ac.Server):
         self.p.kill()
         self.p.wait()
         self.p.stdout.close()
-        self.p.stderr.close()
+        self.sanitizers()
 
 
 def join(c, room=ANY, timeout=5.0):

@@ -367,15 +367,7 @@ static struct croom *add_room(struct cluster *c, uint32_t id, uint32_t epoch,
 		c->rooms = q;
 		c->cap_rooms = cap;
 	}
-	r = room_new(a, id);
-	if (!r) {
-		free(cr);
-		return NULL;
-	}
-	if (proxy) /* not an own room: not counted as one */
-		SUB(a->st.rooms, 1);
 	cr->c = c;
-	cr->r = r;
 	cr->id = id;
 	cr->epoch = epoch;
 	cr->proxy = proxy;
@@ -383,8 +375,20 @@ static struct croom *add_room(struct cluster *c, uint32_t id, uint32_t epoch,
 	snprintf(cr->owner, sizeof(cr->owner), "%s", owner);
 	ao_spin_init(&cr->lock);
 	cr->ghost_gen = LOAD(c->bus_gen);
-	r->cl = cr;
+	cr->dead_gen = LOAD(c->dead_gen);
+	r = room_new(a, id, cr);
+	if (!r) {
+		free(cr);
+		return NULL;
+	}
+	cr->r = r;
+	if (proxy) /* not an own room: not counted as one */
+		SUB(a->st.rooms, 1);
 	c->rooms[c->nrooms++] = cr;
+	/* Armed once all of it is set: the tick reads it.  A proxy is
+	 * armed by its caller, in its owner's phase when known. */
+	if (!proxy)
+		room_arm(r);
 	return cr;
 }
 
@@ -532,6 +536,7 @@ static struct room *new_room(struct cluster *c, int *err)
 	}
 	cr->owner_epoch = peers[best].epoch;
 	cr->census_fill = 0;
+	room_arm(cr->r);
 	req[0] = (uint8_t)id;
 	req[1] = (uint8_t)(id >> 8);
 	req[2] = (uint8_t)(id >> 16);
@@ -561,8 +566,9 @@ static struct croom *proxy_for(struct cluster *c, struct centry *e)
 	if (!cr)
 		return NULL;
 	cr->census_fill = e->fill;
+	/* Before its tick is armed: the tick reads it. */
+	cr->ready = 1;
 	align_proxy(cr, e->offset);
-	cr->ready = 1; /* (before anyone else sees it: under the lobby lock) */
 	if (proxy_subscribe(c, cr)) {
 		unlist_room(c, cr);
 		__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);

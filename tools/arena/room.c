@@ -234,12 +234,27 @@ int room_push(struct room *r, const struct event *e)
 
 static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev);
 
-/* A new room (under the lobby lock), its tick armed; id 0: the next
- * number (cluster.c gives its own). */
-struct room *room_new(struct arena *a, uint32_t id)
+/* Arm a room's tick.  Rooms' phases are spread over the period (golden
+ * ratio steps of the room number). */
+int room_arm(struct room *r)
 {
-	uint32_t idx = a->nrooms, phase;
-	uint64_t now, first, k;
+	struct arena *a = r->a;
+	uint32_t phase = (r->id - 1) * 2654435769u;
+	uint64_t now = ao_timers_now(a->timers), first, k;
+
+	k = (now - a->base) / a->period + 1;
+	first = a->base + k * a->period +
+		(uint64_t)(((unsigned __int128)a->period * phase) >> 32);
+	return ao_timer_arm_periodic(&r->tick, first, a->period,
+				     a->o.precise ? AO_TIMER_PRECISE : 0);
+}
+
+/* A new room (under the lobby lock), its tick armed; id 0: the next
+ * number.  cluster.c gives its own number and cl, and arms it itself
+ * once cl is ready. */
+struct room *room_new(struct arena *a, uint32_t id, struct croom *cl)
+{
+	uint32_t idx = a->nrooms;
 	struct room *r;
 
 	if (a->nrooms == a->cap_rooms) {
@@ -274,14 +289,8 @@ struct room *room_new(struct arena *a, uint32_t id)
 	ao_spin_init(&r->lock);
 	ao_strand_init(&r->strand, a->exec);
 	ao_timer_init_strand(&r->tick, &r->strand, room_tick);
-	/* Spread the rooms' phases over the period (golden ratio steps). */
-	phase = idx * 2654435769u;
-	now = ao_timers_now(a->timers);
-	k = (now - a->base) / a->period + 1;
-	first = a->base + k * a->period +
-		(uint64_t)(((unsigned __int128)a->period * phase) >> 32);
-	if (ao_timer_arm_periodic(&r->tick, first, a->period,
-				  a->o.precise ? AO_TIMER_PRECISE : 0)) {
+	r->cl = cl;
+	if (!cl && room_arm(r)) {
 		free(r->members);
 		free(r->joiners);
 		free(r->leavers);
@@ -323,7 +332,7 @@ static struct room *lobby_pick(struct arena *a, uint32_t want, int *err)
 			if (a->rooms[i]->reserved < a->o.room_size)
 				r = a->rooms[i];
 		if (!r && !a->stopping)
-			r = room_new(a, 0);
+			r = room_new(a, 0, NULL);
 		if (!r) {
 			*err = AP_ERR_SERVER_FULL;
 			goto out;

@@ -139,7 +139,8 @@ struct arena {
 };
 
 /* For cluster.c (room.c's, the same as in a room's own tick). */
-struct room *room_new(struct arena *a, uint32_t id);
+struct room *room_new(struct arena *a, uint32_t id, struct croom *cl);
+int room_arm(struct room *r);
 int room_push(struct room *r, const struct event *e);
 int reply(struct arena *a, struct ao_conn *c, const uint8_t *p, size_t len);
 void player_free(struct player *p);
