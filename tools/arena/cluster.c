@@ -679,7 +679,6 @@ static struct player *ghost_take(struct cluster *c, uint32_t pid)
 	if (n) {
 		*g = n->next;
 		p = n->p;
-		p->ghost = true;
 	}
 	ao_spin_unlock(&c->glock);
 	free(n);
@@ -970,6 +969,14 @@ static void lose_player(struct room *r, struct player *p, bool left,
 	}
 	ao_spin_lock(&p->lock);
 	if (left) {
+		/* Its leave was not confirmed: told too (its own chat lines
+		 * may have been lost) unless it asked to join meanwhile (the
+		 * answer to that join comes next: an error now would be
+		 * taken for it). */
+		if (!p->closing && !p->deferred.n) {
+			send_error(p, AP_ERR_ROOM_LOST);
+			ADD(c->n.room_lost, 1);
+		}
 		run_deferred(r->a, p);
 	} else if (p->room == r && p->state == P_ROOM) {
 		p->state = P_LOBBY;

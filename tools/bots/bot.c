@@ -579,6 +579,16 @@ void bot_on_frame(struct bot *b, const uint8_t *p, size_t n, uint64_t now)
 		/* Across nodes: a room lost with its node (or a room found
 		 * full a moment after another node's census said it had a
 		 * place) is answered by joining again. */
+		/* A room lost after our leave: what it owed us is lost. */
+		if (b->env->ctx->o.nservers &&
+		    m.error.code == AP_ERR_ROOM_LOST && b->state == B_LEAVING) {
+			BOT_BUMP(meas->stat[S_ROOM_LOST], 1);
+			BOT_BUMP(meas->stat[S_FAILOVER_LOST],
+				 b->chat_tail - b->chat_head);
+			b->chat_head = b->chat_tail;
+			b->in_room = false;
+			break;
+		}
 		if (b->env->ctx->o.nservers &&
 		    (m.error.code == AP_ERR_ROOM_LOST ||
 		     m.error.code == AP_ERR_ROOM_FULL) &&

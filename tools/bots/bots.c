@@ -469,8 +469,11 @@ static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
 			close(b->fd);
 		b->fd = -1;
 		/* Counted here, told once at the end (every bot would say
-		 * the same). */
-		BOT_BUMP(w->m.fail[F_CONNECT], 1);
+		 * the same).  Across nodes, a node gone is a failover. */
+		if (ctx->o.nservers)
+			BOT_BUMP(w->m.stat[S_FAILOVERS], 1);
+		else
+			BOT_BUMP(w->m.fail[F_CONNECT], 1);
 		if (!w->connect_err)
 			w->connect_err = err;
 		/* Try again in a second, while the run lasts (across
