@@ -386,6 +386,20 @@ $(out)tools/arena/ao-arena $(out)tests/test_arena: $(cluster-a)
 $(out)tools/arena/ao-arena $(out)tests/test_arena: \
 	prog-libs += $(cluster-prog-libs)
 
+# ao-arena serves the files of tools/arena/viewer/ over HTTP, embedded at
+# build time as byte arrays (tools/arena/embed.sh: od and awk, no xxd), so
+# that it needs no folder at run time.
+arena-viewer	:= $(sort $(wildcard tools/arena/viewer/*))
+$(out)tools/arena/viewer_files.c: tools/arena/embed.sh $(arena-viewer) \
+				  $(wildcard tools/arena/viewer)
+	$(Q)mkdir -p $(dir $@)
+	$(Q)sh tools/arena/embed.sh tools/arena/viewer \
+		$(abspath tools/arena/arena.h) > $@.tmp && mv $@.tmp $@
+$(out)tools/arena/viewer_files.o: $(out)tools/arena/viewer_files.c \
+				  $(flags-file) | $(config-h)
+	$(call cmd,cc_o_c)
+$(out)tools/arena/ao-arena: $(out)tools/arena/viewer_files.o
+
 # $(call tool-objs,name): a tool's objects but its main.o.
 tool-objs = $(patsubst %.c,$(out)%.o,$(filter-out tools/$(1)/main.c, \
 	    $(wildcard tools/$(1)/*.c)))
@@ -394,8 +408,9 @@ tool-objs = $(patsubst %.c,$(out)%.o,$(filter-out tools/$(1)/main.c, \
 # libaorta: static archives resolve in order).
 test-links-test_load		:= $(call tool-objs,load) $(tools-lib)
 test-links-test_load_hist	:= $(tools-lib)
-test-links-test_arena		:= $(out)tools/arena/room.o \
-				   $(out)tools/arena/cluster.o $(tools-lib)
+test-links-test_arena		:= $(addprefix $(out)tools/arena/, room.o \
+				   web.o metrics.o viewer_files.o cluster.o) \
+				   $(tools-lib)
 test-links-test_arena_proto	:= $(tools-lib)
 test-links-test_tools		:= $(out)tools/bench/child.o
 test-links-test_bots		:= $(out)tools/bots/bot.o $(tools-lib)
@@ -532,7 +547,8 @@ verify:
 # ---------------------------------------------------------------------------
 # Dependencies: install the Debian packages that are missing, and only those.
 
-DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3
+DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3 \
+	     python3-websockets prometheus
 # cluster/: the NATS C client and the server its tests start.
 DEPS_PKGS += libnats-dev nats-server
 ifneq ($(filter 1 2,$(C)),)
@@ -716,7 +732,8 @@ clean:
 		$(out)libaorta-cluster.map $(out)aorta-cluster.pc \
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
 		$(baseline-progs) $(tool-bins) $(tools-lib) $(example-bins) \
-		$(out)tests/*.log $(out)tests/install-smoke*
+		$(out)tests/*.log $(out)tests/install-smoke* \
+		$(out)tools/arena/viewer_files.c
 	$(Q)rm -rf $(out)include/generated $(out)tests/install-root* $(deb-dir) \
 		$(out)fuzz
 

@@ -11,9 +11,13 @@
  *
  * Layout.  One mmap'd arena, page-aligned and contiguous (huge pages on
  * request, falling back to 4K pages), holds count buffers of stride bytes
- * (buf_size rounded up to a cache line), so buffer i is at arena + i *
- * stride and i is its io_uring buffer id.  The descriptors (struct ao_buf,
- * one cache line each) live in a separate array: the arena holds only data.
+ * (buf_size, plus the headroom, rounded up to a cache line), so buffer i's
+ * slot is at arena + i * stride, its data headroom bytes into it, and i is
+ * its io_uring buffer id.  The headroom (none by default) is for a frame
+ * header written before the payload once and sent with it by every
+ * recipient (io/http.c); the pool only reserves it.  The descriptors
+ * (struct ao_buf, one cache line each) live in a separate array: the arena
+ * holds only data.
  * Shard s starts with a contiguous run of the arena: that is each buffer's
  * origin shard.
  *
@@ -315,7 +319,10 @@ misuse_buf(const char *fn, const struct ao_buf *b, const char *what)
 
 static inline struct ao_buf *hand_out(struct ao_buf *b)
 {
-	unpoison(b->data, b->cap);
+	unpoison((char *)b->data - b->headroom, b->headroom + b->cap);
+	/* No header in the headroom yet (see io/ws.c).  Relaxed: the
+	 * buffer is nobody else's until this get returns. */
+	__atomic_store_n(&b->frame, 0, __ATOMIC_RELAXED);
 	if (AO_CONFIG_DEBUG) {
 		const unsigned char *d = b->data;
 
@@ -924,7 +931,7 @@ static __ao_always_inline void release(struct ao_bufpool *pool,
 		WRITE_ONCE(b->magic, MAGIC_FREE);
 		memset(b->data, POISON_FREE, b->cap);
 	}
-	poison(b->data, pool->stride);
+	poison((char *)b->data - b->headroom, pool->stride);
 	if (likely(s < pool->ncaches) &&
 	    likely(!__atomic_load_n(&pool->nwaiters, __ATOMIC_RELAXED)))
 		put_cached(pool, &pool->caches[s], b, slot1);
@@ -1003,7 +1010,7 @@ int ao_bufpool_create(struct ao_bufpool **poolp,
 {
 	struct ao_bufpool *pool;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t stride, len;
+	size_t stride, len, head;
 	uint32_t nshards, per, ccap = 0;
 	void *mem;
 
@@ -1017,7 +1024,11 @@ int ao_bufpool_create(struct ao_bufpool **poolp,
 	nshards = prm->shards ? prm->shards : AO_BUFPOOL_DEFAULT_SHARDS;
 	if (!is_pow2(nshards) || nshards > AO_BUFPOOL_MAX_SHARDS)
 		return -EINVAL;
-	stride = (prm->buf_size + AO_CACHELINE_SIZE - 1) &
+	if (prm->headroom > AO_BUFPOOL_MAX_HEADROOM)
+		return -EINVAL;
+	/* Headroom in 16s keeps data 16-byte aligned. */
+	head = (prm->headroom + 15u) & ~(size_t)15u;
+	stride = (head + prm->buf_size + AO_CACHELINE_SIZE - 1) &
 		 ~(size_t)(AO_CACHELINE_SIZE - 1);
 	if (__builtin_mul_overflow(stride, (size_t)prm->count, &len) ||
 	    len > SIZE_MAX - page)
@@ -1094,7 +1105,8 @@ int ao_bufpool_create(struct ao_bufpool **poolp,
 		uint32_t s = (uint32_t)((uint64_t)i * nshards / prm->count);
 
 		memset(b, 0, sizeof(*b));
-		b->data = pool->arena + (size_t)i * stride;
+		b->data = pool->arena + (size_t)i * stride + head;
+		b->headroom = (uint32_t)head;
 		b->cap = (uint32_t)prm->buf_size;
 		b->index = i;
 		b->pool = pool;
@@ -1160,6 +1172,7 @@ void ao_bufpool_info(const struct ao_bufpool *pool, struct ao_bufpool_info *i)
 	i->arena = pool->arena;
 	i->arena_len = pool->arena_len;
 	i->stride = pool->stride;
+	i->headroom = pool->count ? pool->bufs[0].headroom : 0;
 	i->buf_size = pool->buf_size;
 	i->count = pool->count;
 	i->shards = pool->nshards;

@@ -73,6 +73,7 @@ void io_conn_free(struct ao_conn *c)
 	struct io_ring *r = c->ring;
 
 	r->nalive--;
+	io_wsc_free(c);
 	free(c);
 }
 
@@ -178,7 +179,11 @@ static void bp_update(struct ao_conn *c)
 /* The framer's emit: one packet to the strand.  Takes over pkt. */
 static int conn_emit(void *arg, struct ao_buf *pkt)
 {
-	struct ao_conn *c = arg;
+	return io_conn_emit(arg, pkt);
+}
+
+int io_conn_emit(struct ao_conn *c, struct ao_buf *pkt)
+{
 	struct pkt_work *pw;
 	int err;
 
@@ -241,7 +246,7 @@ static enum ao_close_reason err_reason(int err)
 /* Input the connection cannot go on from: a framing error or a failed
  * handler ends it after what was sent (io_conn_close_input()); no memory
  * or a stopping executor ends it at once. */
-static void input_error(struct ao_conn *c, int err)
+void io_conn_input_error(struct ao_conn *c, int err)
 {
 	enum ao_close_reason why = err_reason(err);
 
@@ -314,6 +319,16 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 		hold(c, buf, 0, len);
 		return false; /* copied */
 	}
+	if (c->ws && io_wsc_active(c)) {
+		err = io_wsc_feed(c, buf->data, len, &used);
+		if (err == -ENOBUFS) {
+			IO_STAT_ADD(c->ring, enobufs, 1);
+			hold(c, buf, (uint32_t)used, len - (uint32_t)used);
+		} else if (err < 0 && err != -ECANCELED) {
+			io_conn_input_error(c, err);
+		}
+		return false; /* copied or done with */
+	}
 	/* Raw: the receive buffer is the packet (no copy).  The backends
 	 * receive at most srv->rx_len bytes, so a receive is within
 	 * max_packet; one over it (should a backend change) goes through
@@ -323,7 +338,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 		ao_buf_ref(buf);
 		err = conn_emit(c, buf);
 		if (err < 0) {
-			input_error(c, err);
+			io_conn_input_error(c, err);
 			return false;
 		}
 		return true;
@@ -336,7 +351,7 @@ bool io_conn_input(struct ao_conn *c, struct ao_buf *buf, uint32_t len)
 		hold(c, buf, (uint32_t)used, len - (uint32_t)used);
 		return false; /* copied */
 	}
-	input_error(c, err);
+	io_conn_input_error(c, err);
 	return false;
 }
 
@@ -346,15 +361,25 @@ void io_conn_retry_held(struct ao_conn *c)
 
 	while (c->state < CONN_CLOSING && !c->rx_stop && (h = c->held)) {
 		size_t used;
-		int err = ao_framer_feed(&c->framer, h->data + h->off, h->len,
-					 &used);
+		int err;
 
+		if (c->ws && io_wsc_active(c))
+			err = io_wsc_feed(c, h->data + h->off, h->len, &used);
+		else
+			err = ao_framer_feed(&c->framer, h->data + h->off,
+					     h->len, &used);
+		if (err == -ECANCELED) {
+			/* Done with input (an HTTP request, a close). */
+			free_held(c);
+			io_conn_check_drained(c);
+			return;
+		}
 		h->off += (uint32_t)used;
 		h->len -= (uint32_t)used;
 		if (err == -ENOBUFS)
 			return;
 		if (err < 0) {
-			input_error(c, err);
+			io_conn_input_error(c, err);
 			return;
 		}
 		c->held = h->next;
@@ -427,6 +452,10 @@ void io_conn_check_drained(struct ao_conn *c)
 		return;
 	if (__atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST) || c->held ||
 	    c->send_busy)
+		return;
+	/* A WebSocket's close frame goes after everything the handlers
+	 * sent, and its own send completion looks here again. */
+	if (c->ws && io_wsc_drain(c))
 		return;
 	/* Refuse sends from now on, but only with the queue empty: a send
 	 * that got in first (a kept handle on another thread) is sent, and
@@ -557,6 +586,12 @@ static void conn_release(struct ao_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	c->next = c->prev = NULL;
+	/* No on_open, no on_close (an HTTP request, an unfinished upgrade):
+	 * only the ring's reference goes. */
+	if (!c->opened) {
+		ao_conn_put(c);
+		return;
+	}
 	/* on_close after every packet: the ring's reference goes with it. */
 	ao_work_init(&c->close_work, close_run);
 	if (r->srv->ring_handlers) {
@@ -611,7 +646,7 @@ static void conn_timer_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 void io_conn_timer(struct ao_conn *c)
 {
 	uint64_t idle = c->srv->cfg.idle_timeout_ms * 1000000ull;
-	uint64_t now = io_deadline_now(c->srv);
+	uint64_t now = io_deadline_now(c->srv), next = UINT64_MAX;
 
 	if (c->state == CONN_DRAINING) {
 		/* Out of time (a peer that does not read, a handler that
@@ -633,19 +668,31 @@ void io_conn_timer(struct ao_conn *c)
 		}
 		return;
 	}
-	if (c->state != CONN_OPEN || !idle)
+	if (c->state != CONN_OPEN)
 		return;
-	if (!io_conn_rx_wanted(c)) {
+	if (c->ws) {
+		/* The request head's deadline, the ping and its pong. */
+		next = io_wsc_timer(c, now);
+		if (c->state != CONN_OPEN)
+			return;
+	}
+	if (!idle) {
+		/* nothing */
+	} else if (!io_conn_rx_wanted(c)) {
 		/* We stopped reading it (backpressure, or input held for
 		 * want of buffers): its silence is ours, not the peer's, so
 		 * its idle time starts again; look again in an eighth. */
 		c->last_rx_ns = now;
-		ao_timer_arm_at(&c->timer, now + idle / 8);
+		if (now + idle / 8 < next)
+			next = now + idle / 8;
 	} else if (now - c->last_rx_ns >= idle) {
 		io_conn_close_hard(c, AO_CLOSE_IDLE);
-	} else {
-		ao_timer_arm_at(&c->timer, c->last_rx_ns + idle);
+		return;
+	} else if (c->last_rx_ns + idle < next) {
+		next = c->last_rx_ns + idle;
 	}
+	if (next != UINT64_MAX)
+		ao_timer_arm_at(&c->timer, next);
 }
 
 /* ---- creation ---- */
@@ -679,9 +726,20 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 		ao_timer_arm_at(&c->timer,
 				c->last_rx_ns +
 					srv->cfg.idle_timeout_ms * 1000000ull);
-	err = ao_framer_init(&c->framer, &srv->cfg.framing, conn_alloc,
-			     conn_emit, c);
+	if (srv->cfg.framing.kind == AO_FRAME_WS) {
+		/* Frames are io/http.c's; the byte framer is never fed. */
+		struct ao_framing raw = { .kind = AO_FRAME_RAW };
+
+		err = ao_framer_init(&c->framer, &raw, conn_alloc, conn_emit,
+				     c);
+	} else {
+		err = ao_framer_init(&c->framer, &srv->cfg.framing, conn_alloc,
+				     conn_emit, c);
+	}
+	if (!err && srv->http)
+		err = io_wsc_new(c);
 	if (err) {
+		ao_timer_cancel_sync(&c->timer);
 		free(c);
 		return NULL;
 	}
@@ -690,19 +748,30 @@ struct ao_conn *io_conn_new(struct io_ring *r, int fd,
 		r->conns->prev = c;
 	r->conns = c;
 	r->nalive++;
+	/* HTTP: on_open once the connection is known to be a WebSocket or
+	 * of the framing (io/http.c). */
+	if (!c->ws)
+		io_conn_open_handlers(c);
+	return c;
+}
+
+void io_conn_open_handlers(struct ao_conn *c)
+{
+	struct ao_server *srv = c->srv;
+
+	c->opened = true;
 	/* Ring handlers: on_open now.  Its sends and closes are deferred
 	 * (kick list, mailbox), so the backend may set the socket up after. */
 	if (srv->ring_handlers) {
 		if (srv->cfg.handlers.on_open)
 			srv->cfg.handlers.on_open(c, srv->cfg.handlers.arg);
-		return c;
+		return;
 	}
 	/* on_open first on the strand, before any packet. */
 	ao_work_init(&c->open_work, open_run);
 	ao_conn_get(c);
 	if (io_ring_submit(c, &c->open_work) < 0)
 		open_run(&c->open_work);
-	return c;
 }
 
 /* ---- the rest of the public API ---- */

@@ -21,7 +21,7 @@ int ao_framing_resolve(struct ao_framing *fr)
 	if (!fr)
 		return -EINVAL;
 	if (fr->kind != AO_FRAME_RAW && fr->kind != AO_FRAME_LEN16 &&
-	    fr->kind != AO_FRAME_LEN32)
+	    fr->kind != AO_FRAME_LEN32 && fr->kind != AO_FRAME_WS)
 		return -EINVAL;
 	if (fr->order != AO_ORDER_NETWORK && fr->order != AO_ORDER_LITTLE)
 		return -EINVAL;
@@ -49,6 +49,8 @@ int ao_framer_init(struct ao_framer *f, const struct ao_framing *fr,
 	err = ao_framing_resolve(&c);
 	if (err)
 		return err;
+	if (c.kind == AO_FRAME_WS)
+		return -EINVAL; /* frames are the server's (io/http.c) */
 	memset(f, 0, sizeof(*f));
 	f->cfg = c;
 	f->alloc = alloc;

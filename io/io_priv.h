@@ -78,6 +78,7 @@ struct pkt_work {
 };
 
 struct io_ring;
+struct io_wsc;
 
 /* A socket address of either family: the listener's, a peer's. */
 union io_addr {
@@ -114,6 +115,7 @@ struct ao_conn {
 	 * armed by the ring, fired on a worker, which posts MB_TIMER. */
 	struct ao_timer timer;
 	enum ao_close_reason reason; /* set before close_work is queued */
+	uint32_t proto; /* atomic: enum ao_conn_proto */
 	void *user;
 	uint64_t id;
 	struct io_ring *ring;
@@ -133,6 +135,9 @@ struct ao_conn {
 	bool kick_queued; /* on the ring's kick list */
 	struct ao_conn *kick_next; /* kick list link */
 	bool no_assist; /* a slow turn: its turns go to the workers */
+	bool opened; /* on_open queued or run: on_close will follow */
+	struct io_wsc *ws; /* HTTP and WebSocket state (io/http.c), or NULL
+			    * on a server without them */
 	struct ao_conn *turn_next; /* the ring's list of held turns */
 	struct held_rx *held, **held_tail; /* input waiting for buffers */
 	struct ao_framer framer;
@@ -247,6 +252,12 @@ struct ao_server {
 	/* Bytes one receive may take: the pool's buffer size, but with raw
 	 * framing (a receive is a packet) at most max_packet. */
 	uint32_t rx_len;
+	/* HTTP and WebSocket (io/http.c): http if connections start with a
+	 * sniff (AO_SERVER_HTTP) or a request head (AO_FRAME_WS). */
+	bool http, ws_only;
+	uint8_t ws_op; /* the opcode of sent messages: binary or text */
+	unsigned int n_protocols;
+	uint64_t head_ns, ping_ns, pong_ns;
 	struct io_ring *rings;
 };
 
@@ -294,6 +305,39 @@ void io_conn_check_drained(struct ao_conn *c);
 void io_conn_timer(struct ao_conn *c);
 /* Free a conn outright (its strand idle, no references). */
 void io_conn_free(struct ao_conn *c);
+
+/* The strand's side of a packet from the ring: queue pkt for on_packet
+ * (takes it over); 0 or a negative errno (pkt put). */
+int io_conn_emit(struct ao_conn *c, struct ao_buf *pkt);
+/* Input the connection cannot go on from (a framing error, ...). */
+void io_conn_input_error(struct ao_conn *c, int err);
+/* Queue on_open (or run it, ring handlers); sets c->opened. */
+void io_conn_open_handlers(struct ao_conn *c);
+
+/* http.c: HTTP requests and WebSocket connections. */
+/* Set up c's state on an HTTP server; 0 or -ENOMEM. */
+int io_wsc_new(struct ao_conn *c);
+/* Free it (io_conn_free()). */
+void io_wsc_free(struct ao_conn *c);
+/* Should input go through io_wsc_feed() (not straight to the framer)? */
+bool io_wsc_active(const struct ao_conn *c);
+/* Feed received bytes (writable: unmasked in place).  0 (all taken),
+ * -ENOBUFS (*used taken; hold the rest), -ECANCELED (the connection is
+ * closing, nothing more to do), or an error for io_conn_input_error(). */
+int io_wsc_feed(struct ao_conn *c, uint8_t *p, size_t len, size_t *used);
+/* The deadlines of c (OPEN): the request head's, the ping's; closes c
+ * if one passed, else returns the next one (UINT64_MAX: none). */
+uint64_t io_wsc_timer(struct ao_conn *c, uint64_t now);
+/* c drains (a graceful close): queue its close frame once, if it is a
+ * WebSocket.  Returns true if it queued one. */
+bool io_wsc_drain(struct ao_conn *c);
+/* The reason an ao_conn_close() closes c with. */
+enum ao_close_reason io_wsc_local_reason(const struct ao_conn *c);
+/* The send path (sendq.c): frame buf for a WebSocket send.  Returns the
+ * header length put in hdr (inline), 0 with *pre set if the header is in
+ * buf's headroom, or a negative errno. */
+int io_ws_frame(struct ao_conn *c, struct ao_buf *buf, uint8_t hdr[10],
+		uint32_t *pre);
 
 /* ring.c: the ring thread and its services. */
 /* The thread's function (arg: its struct io_ring). */

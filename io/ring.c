@@ -91,8 +91,9 @@ static void drain_one(struct io_ring *r, struct ao_conn *c, uint32_t bits)
 			io_conn_close_input(c, AO_CLOSE_PROTOCOL);
 	}
 	if (bits & MB_CLOSE)
-		io_conn_close_graceful(c, AO_CLOSE_LOCAL,
-				       io_linger_deadline(c));
+		io_conn_close_graceful(
+			c, c->ws ? io_wsc_local_reason(c) : AO_CLOSE_LOCAL,
+			io_linger_deadline(c));
 	if ((bits & MB_SEND) && c->state < CONN_CLOSING)
 		r->be->send_kick(r, c);
 	if (bits & MB_TIMER)

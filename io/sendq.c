@@ -66,18 +66,28 @@ void io_sendq_flush(struct ao_conn *c)
 static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 {
 	struct sendq_node *n, *spare = NULL;
-	uint8_t hdr[4] = { 0 };
-	uint32_t len = buf->len, total, charge;
+	uint8_t hdr[10] = { 0 };
+	uint32_t len = buf->len, total, charge, pre = 0;
 	int hl = 0;
 
 	/* Acquire: pairs with the release store in io_conn_close_hard(). */
 	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
 		return -ENOTCONN;
 	if (framed) {
-		hl = ao_framing_header(&c->srv->cfg.framing, len, hdr);
+		/* Acquire: pairs with the release store when the upgrade
+		 * completed (io/http.c). */
+		uint32_t proto = __atomic_load_n(&c->proto, __ATOMIC_ACQUIRE);
+
+		if (proto == AO_CONN_WS)
+			hl = io_ws_frame(c, buf, hdr, &pre);
+		else if (proto == AO_CONN_HTTP)
+			hl = -EINVAL;
+		else
+			hl = ao_framing_header(&c->srv->cfg.framing, len, hdr);
 		if (hl < 0)
 			return hl;
 	}
+	len += pre;
 	total = len + (uint32_t)hl;
 	if (total == 0)
 		return 0;
@@ -125,6 +135,7 @@ static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 	n->buf = ao_buf_ref(buf);
 	n->len = len;
 	n->charge = charge;
+	n->pre = (uint8_t)pre;
 	n->hdr_len = (uint8_t)hl;
 	memcpy(n->hdr, hdr, sizeof(n->hdr));
 	if (c->sq_tail)
@@ -176,7 +187,8 @@ static uint32_t fill_iov_locked(struct ao_conn *c)
 		if (n == IO_SEND_IOV)
 			break;
 		if (skip < q->len) {
-			c->iov[n].iov_base = (uint8_t *)q->buf->data + skip;
+			c->iov[n].iov_base =
+				(uint8_t *)q->buf->data - q->pre + skip;
 			c->iov[n].iov_len = q->len - skip;
 			n++;
 		}

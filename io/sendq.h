@@ -17,10 +17,13 @@ struct ao_conn;
 struct sendq_node {
 	struct sendq_node *next;
 	struct ao_buf *buf; /* one reference, dropped when sent */
-	uint32_t len; /* payload bytes (buf->len when queued) */
+	uint32_t len; /* bytes sent from buf: buf->len when queued, plus
+		       * pre */
 	uint32_t charge; /* against sendq_max: see conn_send() */
-	uint8_t hdr_len; /* prefix bytes before the payload */
-	uint8_t hdr[4];
+	uint8_t pre; /* a header in buf's headroom: the bytes go from
+		      * buf->data - pre (see io/ws.c) */
+	uint8_t hdr_len; /* prefix bytes (in hdr) before the payload */
+	uint8_t hdr[10]; /* a length prefix, or a WebSocket header */
 };
 
 /* Fill c->iov from the send queue; returns the number of entries. */

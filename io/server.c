@@ -208,6 +208,16 @@
  * every connection in DRAINING with reason AO_CLOSE_SHUTDOWN and the drain
  * deadline, and exits once every conn it made has been freed (the handlers
  * have run, the buffers are back), or a grace period after the deadline.
+ *
+ * WebSocket and HTTP (AO_FRAME_WS, AO_SERVER_HTTP).  A connection of such
+ * a server carries a struct io_wsc (io/http.c, whose opening comment is
+ * the design): its first bytes go there rather than to the framer (the
+ * sniff, the request head), on_open waits for the upgrade, and a
+ * WebSocket's messages come out of its frame decoder into the same
+ * io_conn_emit() as framed packets, so strands, backlog, ring handlers
+ * and the drain are the same.  The head's deadline and the ping share the
+ * connection's timer with the idle timeout; the close frame is queued by
+ * the drain (io_conn_check_drained()), behind everything sent before.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -223,6 +233,7 @@
 #include <aorta/core/cpu.h>
 #include <aorta/sync/futex.h>
 #include "io_priv.h"
+#include "ws_priv.h"
 
 #define DEFAULT_BACKLOG 512
 #define DEFAULT_POOL_BUFFERS 4096u
@@ -286,7 +297,24 @@ static int resolve_config(struct ao_server_config *c)
 	    (c->ring_buffers & (c->ring_buffers - 1)))
 		return -EINVAL;
 	if (c->flags & ~(AO_SERVER_QUIET | AO_SERVER_RING_HANDLERS |
-			 AO_SERVER_RING_ASSIST))
+			 AO_SERVER_RING_ASSIST | AO_SERVER_HTTP))
+		return -EINVAL;
+	/* HTTP beside len16: "GE" read as a length must be too long. */
+	if ((c->flags & AO_SERVER_HTTP) && c->framing.kind == AO_FRAME_LEN16 &&
+	    c->framing.max_packet >=
+		    (c->framing.order == AO_ORDER_LITTLE ? 0x4547u : 0x4745u))
+		return -EINVAL;
+	if (!c->ws.header_timeout_ms)
+		c->ws.header_timeout_ms = 5000;
+	if (!c->ws.header_max)
+		c->ws.header_max = IO_HTTP_MAX_REQUEST;
+	if (c->ws.header_max < 64 || c->ws.header_max > (1u << 20))
+		return -EINVAL;
+	if (!c->ws.ping_ms)
+		c->ws.ping_ms = 15000;
+	if (!c->ws.pong_timeout_ms)
+		c->ws.pong_timeout_ms = 10000;
+	if (c->ws.flags & ~AO_WS_TEXT)
 		return -EINVAL;
 	return 0;
 }
@@ -350,6 +378,16 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 	if (err)
 		goto fail;
 	srv->low_water = srv->cfg.session_backlog / 2;
+	srv->ws_only = srv->cfg.framing.kind == AO_FRAME_WS;
+	srv->http = srv->ws_only || (srv->cfg.flags & AO_SERVER_HTTP);
+	srv->ws_op = (srv->cfg.ws.flags & AO_WS_TEXT) ? IO_WS_OP_TEXT :
+							IO_WS_OP_BINARY;
+	if (srv->cfg.ws.protocols)
+		while (srv->cfg.ws.protocols[srv->n_protocols])
+			srv->n_protocols++;
+	srv->head_ns = srv->cfg.ws.header_timeout_ms * 1000000ull;
+	srv->ping_ns = srv->cfg.ws.ping_ms * 1000000ull;
+	srv->pong_ns = srv->cfg.ws.pong_timeout_ms * 1000000ull;
 	srv->ring_handlers = srv->cfg.flags & AO_SERVER_RING_HANDLERS;
 	srv->ring_assist = !srv->ring_handlers &&
 			   (srv->cfg.flags & AO_SERVER_RING_ASSIST);
@@ -382,6 +420,8 @@ int ao_server_create(const struct ao_server_config *cfg, struct ao_server **out)
 					    2048 :
 					    srv->cfg.framing.max_packet,
 			.count = srv->cfg.pool_buffers,
+			/* Frame once, send to many (io/http.c). */
+			.headroom = srv->http ? IO_WS_HDR_MAX : 0,
 		};
 
 		err = ao_bufpool_create(&srv->pool, &p);

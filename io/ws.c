@@ -47,17 +47,14 @@
  *
  * Frame once, send to many: io_ws_frame_in_headroom() writes the 2, 4 or
  * 10-byte header just before the payload, so that header and payload are
- * one span that N connections can send by reference.  struct ao_buf has
- * no headroom today: data is the start of the buffer's capacity.  The
- * pool should gain a headroom parameter (bytes reserved in each stride
- * before data, at least IO_WS_HDR_MAX and rounded to 16 so data keeps
- * its alignment), with data where it is now, so receives and registered
- * buffers are unchanged; a buffer then says whether its WebSocket header
- * has been written, so that a broadcast frames it once, before the first
- * send takes a reference (writing the same bytes again from another
- * thread would be a data race, however harmless).  Until then the send
- * queue's per-node prefix (hdr[4] in io/sendq.h) would need 10 bytes to
- * hold a WebSocket header per recipient.
+ * one span that N connections can send by reference.  The pool reserves
+ * headroom before each buffer's data for it (the server's own pool:
+ * IO_WS_HDR_MAX bytes), and each buffer says whether (and for which
+ * opcode and length) its header has been written, so that a broadcast
+ * frames it once, before the first send takes a reference: see
+ * io_ws_frame() in io/http.c, which wires all of this into the server.
+ * A buffer without headroom gets its header inline in the send queue's
+ * node (hdr[10] in io/sendq.h), one per recipient.
  *
  * What we decline:
  *  - permessage-deflate (RFC 7692), by not answering the offer: its zlib

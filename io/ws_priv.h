@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to io/: WebSocket (RFC 6455) groundwork, not wired into the
- * server yet.  SHA-1 (io/sha1.c) and base64 (io/base64.c) for the
+ * Private to io/: WebSocket (RFC 6455) pieces, wired into the server by
+ * io/http.c.  SHA-1 (io/sha1.c) and base64 (io/base64.c) for the
  * handshake, the HTTP/1.1 request parser and response writer
  * (io/ws_handshake.c), the UTF-8 checker, frame decoder and frame header
  * writer (io/ws.c, whose opening comment is the design).

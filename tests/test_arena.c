@@ -15,6 +15,10 @@
  *  - a member that stops reading is skipped while its previous snapshot
  *    is queued, then closed as a slow consumer, and the reader next to
  *    it misses nothing;
+ *  - a member that acks is closed once its acks fall more than the stall
+ *    bound behind, whatever its buffers; a bad ack is malformed;
+ *  - a spectator gets the room's snapshots and chat lines, is in none of
+ *    them, and leave ends it;
  *  - a tick builds one snapshot buffer for all its members
  *    (--copy-broadcast: one per member), every member gets the same
  *    bytes, and the pool is whole at the end.
@@ -99,6 +103,9 @@ static bool readers_drained(void)
 		for (uint32_t k = 0; k < r->nmembers; k++)
 			if (r->members[k]->id != stalled_id &&
 			    ao_conn_send_queued(r->members[k]->conn))
+				drained = false;
+		for (uint32_t k = 0; k < r->nwatchers; k++)
+			if (ao_conn_send_queued(r->watchers[k]->conn))
 				drained = false;
 	}
 	ao_spin_unlock(&arena->lobby);
@@ -626,6 +633,194 @@ static void test_slow_member(void **state)
 	stalled_id = 0;
 	stop();
 	t_watchdog_disarm();
+}
+
+static void send_ack(int fd, uint32_t tick_no)
+{
+	uint8_t p[AP_LEN_ACK];
+
+	cl_send(fd, p, ap_enc_ack(p, tick_no));
+}
+
+/* A member that acks, then reads on without acking: closed (a reset) at
+ * the first tick more than the stall bound after its last ack, though it
+ * reads everything; its neighbour misses nothing.  Bad acks. */
+static void test_ack_member(void **state)
+{
+	uint32_t id1, id2, t, last_ack;
+	struct ap_msg s;
+	struct arena_stats st;
+	uint8_t p[AP_LEN_ACK];
+	int reader, acker, fd, k;
+
+	(void)state;
+	t_watchdog_arm(120, "arena ack member");
+	/* 5 ticks of stall: the 6th tick after the last ack closes. */
+	start(50, false, 5 * 50000000ull, 0);
+	reader = player(&id1);
+	acker = player(&id2);
+	tick();
+	expect(reader, AP_JOINED);
+	expect(acker, AP_JOINED);
+	s = expect(reader, AP_SNAPSHOT);
+	t = s.snap.tick;
+	s = expect(acker, AP_SNAPSHOT);
+	assert_int_equal(s.snap.tick, t);
+	/* The same tick twice is fine. */
+	send_ack(acker, t);
+	send_ack(acker, t);
+	for (k = 0; k < 10; k++) {
+		tick();
+		s = expect(reader, AP_SNAPSHOT);
+		assert_int_equal(s.snap.tick, ++t);
+		s = expect(acker, AP_SNAPSHOT);
+		assert_int_equal(s.snap.tick, t);
+		send_ack(acker, t);
+		sync_with(acker);
+	}
+	last_ack = t;
+	assert_int_equal(stats().acks, 12);
+	/* It reads on and acks no more: 5 more snapshots, then the reset. */
+	for (k = 1; k <= 6; k++) {
+		tick();
+		s = expect(reader, AP_SNAPSHOT);
+		assert_int_equal(s.snap.tick, ++t);
+		if (k <= 5) {
+			s = expect(acker, AP_SNAPSHOT);
+			assert_int_equal(s.snap.tick, t);
+		}
+	}
+	assert_int_equal(t, last_ack + 6);
+	st = stats();
+	assert_int_equal(st.ack_slow, 1);
+	assert_int_equal(st.closes[AC_SLOW], 1);
+	for (;;) {
+		struct pollfd pfd = { .fd = acker, .events = POLLIN };
+		ssize_t n;
+
+		assert_int_equal(poll(&pfd, 1, 5000), 1);
+		n = read(acker, rbuf, sizeof(rbuf));
+		if (n > 0)
+			continue;
+		assert_int_equal(n, -1);
+		assert_int_equal(errno, ECONNRESET);
+		break;
+	}
+	close(acker);
+	tick_until_count(reader, 1, &t);
+
+	/* Bad acks: before any snapshot; a tick not sent yet; going back. */
+	fd = t_cl_connect(port);
+	hello(fd);
+	cl_send(fd, p, ap_enc_ack(p, 0));
+	expect_closed(fd, AP_ERR_MALFORMED);
+	fd = t_cl_connect(port);
+	hello(fd);
+	join(fd);
+	tick();
+	s = expect(reader, AP_SNAPSHOT);
+	assert_int_equal(s.snap.tick, ++t);
+	expect(fd, AP_JOINED);
+	expect(fd, AP_SNAPSHOT);
+	send_ack(fd, t + 1);
+	expect_closed(fd, AP_ERR_MALFORMED);
+	fd = player(&id2);
+	tick();
+	s = expect(reader, AP_SNAPSHOT);
+	assert_int_equal(s.snap.tick, ++t);
+	expect(fd, AP_JOINED);
+	expect(fd, AP_SNAPSHOT);
+	send_ack(fd, t);
+	send_ack(fd, t - 1);
+	expect_closed(fd, AP_ERR_MALFORMED);
+	st = stats();
+	assert_int_equal(st.closes[AC_MALFORMED], 3);
+	assert_int_equal(st.ack_slow, 1);
+	tick_until_count(reader, 1, &t);
+	close(reader);
+	stop();
+	t_watchdog_disarm();
+}
+
+/* A spectator: joined without a position, the room's snapshots (without
+ * it) and chat lines; no input; leave ends it; counted apart. */
+static void test_spectator(void **state)
+{
+	uint32_t id1, id2, t;
+	struct ap_msg s, j;
+	struct ap_entry e;
+	uint8_t p[64];
+	int pl, w, fd;
+
+	(void)state;
+	start(2, false, 0, 0);
+	pl = player(&id1);
+	tick();
+	expect(pl, AP_JOINED);
+	s = expect(pl, AP_SNAPSHOT);
+	t = s.snap.tick;
+	w = t_cl_connect(port);
+	id2 = hello(w);
+	cl_send(w, p, ap_enc_watch(p, s.snap.room));
+	sync_with(w);
+	cl_send(pl, p, ap_enc_chat(p, "hi", 2));
+	sync_with(pl);
+	tick();
+	j = expect(w, AP_JOINED);
+	assert_int_equal(j.joined.room, s.snap.room);
+	assert_int_equal(j.joined.members, 1);
+	assert_int_equal(j.joined.tick, t + 1);
+	assert_int_equal(j.joined.x, 0xffff);
+	assert_int_equal(j.joined.y, 0xffff);
+	expect(w, AP_CHAT_LINE);
+	s = expect(w, AP_SNAPSHOT);
+	assert_int_equal(s.snap.tick, t + 1);
+	assert_int_equal(s.snap.count, 1);
+	assert_true(find(&s, id1, &e) >= 0);
+	assert_true(find(&s, id2, &e) < 0);
+	expect(pl, AP_CHAT_LINE);
+	expect(pl, AP_SNAPSHOT);
+	assert_int_equal(stats().spectators, 1);
+	assert_int_equal(stats().watches, 1);
+	assert_int_equal(stats().in_rooms, 1);
+	/* A room of 2 takes 2 spectators, not 3. */
+	fd = t_cl_connect(port);
+	hello(fd);
+	cl_send(fd, p, ap_enc_watch(p, s.snap.room));
+	sync_with(fd);
+	{
+		int fd3 = t_cl_connect(port);
+		struct ap_msg m;
+
+		hello(fd3);
+		cl_send(fd3, p, ap_enc_watch(p, s.snap.room));
+		m = expect(fd3, AP_ERROR);
+		assert_int_equal(m.error.code, AP_ERR_ROOM_FULL);
+		/* ... and no room 9. */
+		cl_send(fd3, p, ap_enc_leave(p));
+		cl_send(fd3, p, ap_enc_watch(p, 9));
+		m = expect(fd3, AP_ERROR);
+		assert_int_equal(m.error.code, AP_ERR_NO_ROOM);
+		/* Input while watching is order. */
+		cl_send(fd, p, ap_enc_input(p, 1, 1));
+		tick();
+		expect(pl, AP_SNAPSHOT);
+		expect(w, AP_SNAPSHOT);
+		close(fd3);
+	}
+	expect_closed(fd, AP_ERR_ORDER);
+	/* leave ends it: nothing after the tick that applies it. */
+	cl_send(w, p, ap_enc_leave(p));
+	sync_with(w);
+	tick();
+	expect(pl, AP_SNAPSHOT);
+	tick();
+	expect(pl, AP_SNAPSHOT);
+	expect_none(w, 100);
+	assert_int_equal(stats().spectators, 0);
+	close(w);
+	close(pl);
+	stop();
 }
 
 /* One buffer per tick for the whole room; every member the same bytes. */
@@ -1268,6 +1463,8 @@ int main(void)
 		cmocka_unit_test(test_tick_boundaries),
 		cmocka_unit_test(test_tick_boundaries_worker),
 		cmocka_unit_test(test_slow_member),
+		cmocka_unit_test(test_ack_member),
+		cmocka_unit_test(test_spectator),
 		cmocka_unit_test(test_broadcast_shared),
 		cmocka_unit_test(test_rooms_fill),
 		cmocka_unit_test(test_join_deferred),

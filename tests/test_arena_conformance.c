@@ -86,6 +86,13 @@ static void test_ack_reader(void **state)
 	scenario("ack_reader");
 }
 
+/* A spectator: the room's snapshots and chat, bounded, no inputs. */
+static void test_spectator(void **state)
+{
+	(void)state;
+	scenario("spectator");
+}
+
 /* The hello and idle deadlines. */
 static void test_deadlines(void **state)
 {
@@ -101,6 +108,7 @@ int main(void)
 		cmocka_unit_test(test_pipelined),
 		cmocka_unit_test(test_slow_reader),
 		cmocka_unit_test(test_ack_reader),
+		cmocka_unit_test(test_spectator),
 		cmocka_unit_test(test_deadlines),
 	};
 	const char *dir = getenv("AO_TOOLS_DIR");

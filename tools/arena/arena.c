@@ -454,6 +454,7 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       "\"chats_deferred\":%llu,\"inputs\":%llu,"
 	       "\"joins\":%llu,\"leaves\":%llu,\"joins_deferred\":%llu,"
 	       "\"refused_drops\":%llu,\"acks\":%llu,\"ack_slow\":%llu,"
+	       "\"spectators\":%llu,\"watches\":%llu,"
 	       "\"accepted\":%llu,\"rejected\":%llu,\"packets_in\":%llu,"
 	       "\"bytes_in\":%llu,\"packets_out\":%llu,\"bytes_out\":%llu,"
 	       "\"closes\":{",
@@ -468,6 +469,8 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       (unsigned long long)ar->joins_deferred,
 	       (unsigned long long)ar->refused_drops,
 	       (unsigned long long)ar->acks, (unsigned long long)ar->ack_slow,
+	       (unsigned long long)ar->spectators,
+	       (unsigned long long)ar->watches,
 	       (unsigned long long)io->accepted,
 	       (unsigned long long)io->rejected,
 	       (unsigned long long)io->packets_in,
@@ -565,8 +568,9 @@ static void print_final_text(struct state *s, const struct snap *sn,
 	       (unsigned long long)ar->snap_bufs,
 	       (unsigned long long)ar->snap_nobuf);
 	printf("  acks         %llu taken, %llu members closed as slow "
-	       "for them\n",
-	       (unsigned long long)ar->acks, (unsigned long long)ar->ack_slow);
+	       "for them; %llu spectators' watches\n",
+	       (unsigned long long)ar->acks, (unsigned long long)ar->ack_slow,
+	       (unsigned long long)ar->watches);
 	printf("  traffic      %llu inputs, %llu chat lines (%llu waited a "
 	       "tick for a buffer); %llu bytes in, %llu bytes out\n",
 	       (unsigned long long)ar->inputs,

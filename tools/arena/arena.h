@@ -12,6 +12,7 @@
 #define AO_ARENA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <aorta/core/exec.h>
 #include <aorta/io/server.h>
@@ -70,6 +71,8 @@ struct arena_stats {
 	uint64_t players; /* connected now (hello or not) */
 	uint64_t players_peak;
 	uint64_t in_rooms; /* members of rooms now */
+	uint64_t spectators; /* watching a room now */
+	uint64_t watches; /* watches applied */
 	uint64_t rooms;
 	uint64_t ticks; /* room ticks run */
 	uint64_t ticks_skipped; /* late ticks the timers skipped */
@@ -113,5 +116,31 @@ void arena_stats(struct arena *a, struct arena_stats *st);
 void arena_reset_ticks(struct arena *a);
 /* The lateness histogram of the ticks (a copy). */
 void arena_late_hist(struct arena *a, struct hist *h);
+
+/* ---- HTTP (web.c) and metrics (metrics.c) ---- */
+
+struct ao_metrics;
+struct ao_http_request;
+
+/* A file served over HTTP: embedded at build time from tools/arena/viewer/
+ * (embed.sh); the table ends with a NULL path. */
+struct arena_file {
+	const char *path; /* "/index.html" */
+	const char *type; /* its Content-Type */
+	const unsigned char *data;
+	size_t len;
+};
+extern const struct arena_file arena_files[];
+extern const unsigned int arena_nfiles;
+
+/* The server's on_http (arg: the arena): GET /metrics, / and the
+ * embedded files, 404 for anything else. */
+void arena_on_http(struct ao_conn *c, const struct ao_http_request *req,
+		   void *arg);
+/* The server's aorta_* metrics, then the arena's arena_* ones; 0 or
+ * -ENOMEM. */
+int arena_metrics(struct arena *a, struct ao_metrics *m);
+/* The WebSocket subprotocol ("aorta-arena.v1"; optional for a client). */
+#define ARENA_WS_PROTOCOL "aorta-arena.v1"
 
 #endif /* AO_ARENA_H */

@@ -270,12 +270,16 @@ struct room *room_new(struct arena *a, uint32_t id, struct croom *cl)
 	if (r)
 		r->members = calloc(a->o.room_size, sizeof(*r->members));
 	if (r && r->members) {
-		r->joiners = calloc(a->o.room_size, sizeof(*r->joiners));
-		r->leavers = calloc(a->o.room_size, sizeof(*r->leavers));
-		r->gone = calloc(a->o.room_size, sizeof(*r->gone));
+		/* Members and spectators: room_size of each at most. */
+		r->watchers = calloc(a->o.room_size, sizeof(*r->watchers));
+		r->joiners = calloc(2 * a->o.room_size, sizeof(*r->joiners));
+		r->leavers = calloc(2 * a->o.room_size, sizeof(*r->leavers));
+		r->gone = calloc(2 * a->o.room_size, sizeof(*r->gone));
 	}
-	if (!r || !r->members || !r->joiners || !r->leavers || !r->gone) {
+	if (!r || !r->members || !r->watchers || !r->joiners || !r->leavers ||
+	    !r->gone) {
 		if (r) {
+			free(r->watchers);
 			free(r->members);
 			free(r->joiners);
 			free(r->leavers);
@@ -291,6 +295,7 @@ struct room *room_new(struct arena *a, uint32_t id, struct croom *cl)
 	ao_timer_init_strand(&r->tick, &r->strand, room_tick);
 	r->cl = cl;
 	if (!cl && room_arm(r)) {
+		free(r->watchers);
 		free(r->members);
 		free(r->joiners);
 		free(r->leavers);
@@ -351,6 +356,27 @@ void lobby_release(struct arena *a, struct room *r)
 	ao_spin_unlock(&a->lobby);
 }
 
+/* Admit a spectator to room `want` (or any: the first room), as
+ * lobby_pick() does a player; no room is made for a spectator. */
+static struct room *lobby_watch(struct arena *a, uint32_t want, int *err)
+{
+	struct room *r = NULL;
+
+	ao_spin_lock(&a->lobby);
+	if (want == AP_ROOM_ANY)
+		want = 1;
+	if (want == 0 || want > a->nrooms) {
+		*err = AP_ERR_NO_ROOM;
+	} else if (a->rooms[want - 1]->wreserved >= a->o.room_size) {
+		*err = AP_ERR_ROOM_FULL;
+	} else {
+		r = a->rooms[want - 1];
+		r->wreserved++;
+	}
+	ao_spin_unlock(&a->lobby);
+	return r;
+}
+
 static void member_add(struct room *r, struct player *p)
 {
 	struct arena *a = r->a;
@@ -390,6 +416,39 @@ void member_remove(struct room *r, struct player *p)
 	SUB(r->a->st.in_rooms, 1);
 }
 
+/* A spectator: in no snapshot, but it gets them, and the chat lines. */
+static void watcher_add(struct room *r, struct player *p)
+{
+	p->watch_of = r;
+	p->slot = r->nwatchers;
+	r->watchers[r->nwatchers++] = p;
+	p->stalled = false;
+	p->stall_since = 0;
+	r->joiners[r->njoiners++] = p;
+	ADD(r->a->st.spectators, 1);
+	ADD(r->a->st.watches, 1);
+}
+
+static void watcher_remove(struct room *r, struct player *p)
+{
+	struct player *last = r->watchers[--r->nwatchers];
+	uint32_t i;
+
+	r->watchers[p->slot] = last;
+	last->slot = p->slot;
+	p->watch_of = NULL;
+	for (i = 0; i < r->njoiners; i++) {
+		if (r->joiners[i] == p) {
+			r->joiners[i] = r->joiners[--r->njoiners];
+			break;
+		}
+	}
+	ao_spin_lock(&r->a->lobby);
+	r->wreserved--;
+	ao_spin_unlock(&r->a->lobby);
+	SUB(r->a->st.spectators, 1);
+}
+
 /* Step 2: apply the events; false if one must wait for the next tick
  * (the rest of them are put back in front of the inbox). */
 static void apply_events(struct room *r, uint32_t tick, bool final)
@@ -413,6 +472,11 @@ static void apply_events(struct room *r, uint32_t tick, bool final)
 			if (!final && p->has_tick && p->last_tick >= tick)
 				goto defer;
 			member_add(r, p);
+			break;
+		case EV_WATCH:
+			if (!final && p->has_tick && p->last_tick >= tick)
+				goto defer;
+			watcher_add(r, p);
 			break;
 		case EV_INPUT:
 			SUB(p->pending, 1);
@@ -448,11 +512,15 @@ static void apply_events(struct room *r, uint32_t tick, bool final)
 				member_remove(r, p);
 				ADD(a->st.leaves, 1);
 			}
+			if (p->watch_of == r)
+				watcher_remove(r, p);
 			r->leavers[r->nleavers++] = p;
 			break;
 		case EV_GONE:
 			if (p->member_of == r)
 				member_remove(r, p);
+			if (p->watch_of == r)
+				watcher_remove(r, p);
 			r->gone[r->ngone++] = p;
 			break;
 		}
@@ -504,6 +572,8 @@ static void send_chats(struct room *r, uint32_t tick)
 		r->chat_seq++;
 		for (k = 0; k < r->nmembers; k++)
 			send_shared(a, r->members[k], b, true);
+		for (k = 0; k < r->nwatchers; k++)
+			send_shared(a, r->watchers[k], b, true);
 		for (k = 0; k < r->nleavers; k++)
 			send_shared(a, r->leavers[k], b, true);
 		if (r->cl)
@@ -540,14 +610,55 @@ static bool ack_behind(const struct arena *a, const struct player *m,
 	return (uint64_t)(tick - ref) * a->period > a->o.stall_ns;
 }
 
-/* Step 5: one snapshot for every member that is not still busy. */
+struct snap_count {
+	uint32_t sent, skipped, nobuf;
+};
+
+/* Snapshot b of this tick to one member or spectator, unless it is still
+ * busy with the last one (skipped), or stalled past its bound (closed). */
+static void snap_to(struct room *r, struct player *m, struct ao_buf *b,
+		    uint32_t tick, uint64_t now, struct snap_count *n)
+{
+	struct arena *a = r->a;
+
+	m->last_tick = tick;
+	m->has_tick = true;
+	if (m->ghost) /* its node gets the room's copy (cluster.c) */
+		return;
+	if (ack_behind(a, m, tick)) {
+		ADD(a->st.ack_slow, 1);
+		close_player(m, AC_SLOW, 0);
+		return;
+	}
+	if (!m->stalled) {
+		m->stall_since = 0;
+		/* Before the send: the client cannot ack it sooner.
+		 * Release: pairs with the acquire in on_ack(). */
+		__atomic_store_n(&m->sent_tick, tick, __ATOMIC_RELEASE);
+		__atomic_store_n(&m->sent_any, 1, __ATOMIC_RELEASE);
+		if (send_shared(a, m, b, false))
+			n->sent++;
+		else
+			n->nobuf++;
+		return;
+	}
+	n->skipped++;
+	if (!m->stall_since)
+		m->stall_since = now;
+	else if (now - m->stall_since >= a->o.stall_ns)
+		close_player(m, AC_SLOW, 0);
+}
+
+/* Step 5: one snapshot for every member and spectator that is not still
+ * busy. */
 static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 {
 	struct arena *a = r->a;
-	uint32_t i, sent = 0, skipped = 0, nobuf = 0;
+	struct snap_count n = { 0 };
 	struct ao_buf *b;
+	uint32_t i;
 
-	if (!r->nmembers)
+	if (!r->nmembers && !r->nwatchers)
 		return;
 	b = ao_buf_get(a->pool);
 	if (!b) {
@@ -555,6 +666,10 @@ static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 		for (i = 0; i < r->nmembers; i++) {
 			r->members[i]->last_tick = tick;
 			r->members[i]->has_tick = true;
+		}
+		for (i = 0; i < r->nwatchers; i++) {
+			r->watchers[i]->last_tick = tick;
+			r->watchers[i]->has_tick = true;
 		}
 		return;
 	}
@@ -569,43 +684,17 @@ static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 		ap_snap_put(b->data, i, &e);
 	}
 	b->len = (uint32_t)ap_snapshot_len(r->nmembers);
-	for (i = 0; i < r->nmembers; i++) {
-		struct player *m = r->members[i];
-
-		m->last_tick = tick;
-		m->has_tick = true;
-		if (m->ghost)
-			continue;
-		if (ack_behind(a, m, tick)) {
-			ADD(a->st.ack_slow, 1);
-			close_player(m, AC_SLOW, 0);
-			continue;
-		}
-		if (!m->stalled) {
-			m->stall_since = 0;
-			/* Before the send: the client cannot ack it sooner.
-			 * Release: pairs with the acquire in on_ack(). */
-			__atomic_store_n(&m->sent_tick, tick, __ATOMIC_RELEASE);
-			__atomic_store_n(&m->sent_any, 1, __ATOMIC_RELEASE);
-			if (send_shared(a, m, b, false))
-				sent++;
-			else
-				nobuf++;
-			continue;
-		}
-		skipped++;
-		if (!m->stall_since)
-			m->stall_since = now;
-		else if (now - m->stall_since >= a->o.stall_ns)
-			close_player(m, AC_SLOW, 0);
-	}
+	for (i = 0; i < r->nmembers; i++)
+		snap_to(r, r->members[i], b, tick, now, &n);
+	for (i = 0; i < r->nwatchers; i++)
+		snap_to(r, r->watchers[i], b, tick, now, &n);
 	if (r->cl)
 		cluster_snap(r, b);
 	ao_buf_put(b);
-	ADD(a->st.snap_bufs, a->o.copy_broadcast ? sent : 1);
-	ADD(a->st.snaps_sent, sent);
-	ADD(a->st.snaps_skipped, skipped);
-	ADD(a->st.snap_nobuf, nobuf);
+	ADD(a->st.snap_bufs, a->o.copy_broadcast ? n.sent : 1);
+	ADD(a->st.snaps_sent, n.sent);
+	ADD(a->st.snaps_skipped, n.skipped);
+	ADD(a->st.snap_nobuf, n.nobuf);
 }
 
 /* A message dropped: its chat buffer and its place in pending go. */
@@ -615,7 +704,7 @@ static void drop_event(struct arena *a, struct event *e)
 		SUB(e->p->pending, 1);
 	if (e->kind == EV_CHAT)
 		ao_buf_put(e->buf);
-	if (e->kind != EV_JOIN && !e->p->closed)
+	if (e->kind != EV_JOIN && e->kind != EV_WATCH && !e->p->closed)
 		ADD(a->st.refused_drops, 1);
 }
 
@@ -638,10 +727,13 @@ void run_deferred(struct arena *a, struct player *p)
 	while (i < d->n) {
 		struct event *e = &d->ev[i++];
 
-		if (e->kind == EV_JOIN) {
+		if (e->kind == EV_JOIN || e->kind == EV_WATCH) {
 			int code = 0;
 
-			next = p->closed ? NULL : lobby_pick(a, e->seq, &code);
+			next = p->closed ? NULL :
+			       e->kind == EV_WATCH ?
+					   lobby_watch(a, e->seq, &code) :
+					   lobby_pick(a, e->seq, &code);
 			if (code) {
 				uint8_t msg[AP_LEN_ERROR];
 
@@ -720,14 +812,21 @@ static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 		r->members[i]->stalled =
 			!r->members[i]->ghost &&
 			ao_conn_send_queued(r->members[i]->conn) > 0;
+	for (i = 0; i < r->nwatchers; i++)
+		r->watchers[i]->stalled =
+			ao_conn_send_queued(r->watchers[i]->conn) > 0;
 	apply_events(r, tick, false);
 	/* 3: joined, once the member count of this tick is known. */
 	for (i = 0; i < r->njoiners; i++) {
 		struct player *p = r->joiners[i];
 
+		bool watch = p->watch_of == r;
+
 		p->stay_tick = tick;
+		/* A spectator has no position: 0xffff, 0xffff. */
 		ap_enc_joined(msg, r->id, (uint16_t)r->nmembers, tick,
-			      p->spawn_x, p->spawn_y, r->chat_seq);
+			      watch ? 0xffff : p->spawn_x,
+			      watch ? 0xffff : p->spawn_y, r->chat_seq);
 		if (p->ghost)
 			cluster_joined(r, p, msg, sizeof(msg));
 		else
@@ -833,9 +932,11 @@ static void on_open(struct ao_conn *c, void *arg)
  * bounded by pending too). */
 #define DEFERRED_MAX (2 * AP_PENDING_MAX)
 
-static int on_join(struct player *p, uint32_t want)
+static int on_join(struct player *p, uint32_t want, bool watch)
 {
-	struct event e = { .p = p, .kind = EV_JOIN, .seq = want };
+	struct event e = { .p = p,
+			   .kind = watch ? EV_WATCH : EV_JOIN,
+			   .seq = want };
 	uint8_t msg[AP_LEN_ERROR];
 	struct room *r = NULL;
 	int err = 0;
@@ -851,7 +952,8 @@ static int on_join(struct player *p, uint32_t want)
 			abort(); /* see room_push() */
 		p->in = true;
 	} else {
-		r = lobby_pick(p->a, want, &err);
+		r = watch ? lobby_watch(p->a, want, &err) :
+			    lobby_pick(p->a, want, &err);
 		if (r) {
 			p->state = P_ROOM;
 			p->room = r;
@@ -862,6 +964,8 @@ static int on_join(struct player *p, uint32_t want)
 		 * its next leave; what it sends meanwhile is dropped. */
 		p->in = true;
 	}
+	if (err != AP_ERR_ORDER && err != AP_ERR_FLOOD)
+		p->watching = watch;
 	ao_spin_unlock(&p->lock);
 	if (err == AP_ERR_ORDER || err == AP_ERR_FLOOD)
 		return reject(p, err);
@@ -880,7 +984,7 @@ static int to_room(struct player *p, struct event *e)
 	int err = 0;
 
 	ao_spin_lock(&p->lock);
-	if (!p->in) {
+	if (!p->in || (counted && p->watching)) {
 		err = AP_ERR_ORDER;
 	} else if (counted && LOAD(p->pending) >= AP_PENDING_MAX) {
 		err = AP_ERR_FLOOD;
@@ -986,7 +1090,9 @@ static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 		reply(a, c, msg, AP_LEN_PONG);
 		return 0;
 	case AP_JOIN:
-		return on_join(p, m.join.room);
+		return on_join(p, m.join.room, false);
+	case AP_WATCH:
+		return on_join(p, m.watch.room, true);
 	case AP_INPUT:
 		if (m.input.seq <= p->last_seq)
 			return reject(p, AP_ERR_MALFORMED);
@@ -1106,6 +1212,8 @@ static int fail(const char *what, int err)
 	return err;
 }
 
+static const char *const ws_protocols[] = { ARENA_WS_PROTOCOL, NULL };
+
 int arena_start(const struct arena_opts *o, struct arena **out)
 {
 	struct ao_exec_config ec = AO_EXEC_CONFIG_INIT;
@@ -1165,6 +1273,9 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	a->base = ao_timers_now(a->timers);
 	pp.buf_size = a->buf_size;
 	pp.count = a->o.buffers;
+	/* Room for a WebSocket frame's header before each payload: a
+	 * snapshot goes to WebSocket members framed once, by reference. */
+	pp.headroom = 16;
 	err = ao_bufpool_create(&a->pool, &pp);
 	if (err)
 		return fail("cannot create the buffer pool", err);
@@ -1192,7 +1303,18 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	sc.handlers.on_open = on_open;
 	sc.handlers.on_packet = on_packet;
 	sc.handlers.on_close = on_close;
+	sc.handlers.on_http = arena_on_http;
 	sc.handlers.arg = a;
+	/* WebSocket and HTTP on the same port: a len16 frame of at most
+	 * 256 bytes never starts with "GE" (0x4547 as a length). */
+	sc.flags |= AO_SERVER_HTTP;
+	sc.ws.protocols = ws_protocols;
+	/* A connection that has sent nothing yet is neither a player nor
+	 * a request: the io closes it at the hello deadline, without an
+	 * error message (it may be an HTTP client).  Never: io's 5 s. */
+	if (a->o.hello_ns != ARENA_NEVER && !a->o.test_clock)
+		sc.ws.header_timeout_ms =
+			(uint32_t)((a->o.hello_ns + 999999) / 1000000);
 	err = ao_server_create(&sc, &a->srv);
 	if (err)
 		return fail("cannot create the server", err);
@@ -1304,6 +1426,7 @@ int arena_destroy(struct arena *a)
 		free(r->in.ev);
 		free(r->chats);
 		free(r->members);
+		free(r->watchers);
 		free(r->joiners);
 		free(r->leavers);
 		free(r->gone);

@@ -14,7 +14,7 @@
 #include <aorta/sync/spinlock.h>
 #include "arena.h"
 
-enum ev_kind { EV_JOIN, EV_INPUT, EV_CHAT, EV_LEAVE, EV_GONE };
+enum ev_kind { EV_JOIN, EV_INPUT, EV_CHAT, EV_LEAVE, EV_GONE, EV_WATCH };
 
 struct player;
 
@@ -39,11 +39,14 @@ struct room {
 	struct ao_spinlock lock; /* the inbox */
 	struct inbox in;
 	uint32_t reserved; /* lobby lock: players admitted, not yet out */
+	uint32_t wreserved; /* lobby lock: spectators admitted */
 	uint32_t count; /* members (written by the strand, read racily) */
 	/* The strand's. */
 	struct inbox work;
 	struct player **members;
 	uint32_t nmembers;
+	struct player **watchers; /* spectators: snapshots and chat */
+	uint32_t nwatchers;
 	struct player **joiners, **leavers, **gone;
 	uint32_t njoiners, nleavers, ngone;
 	struct event *chats;
@@ -68,6 +71,9 @@ enum pstate { P_NEW, P_LOBBY, P_ROOM, P_LEAVING };
  *   yes  LEAVING    order      deferred (after a join deferred)
  *   yes  LOBBY      picked     dropped (its join was refused)
  *
+ * A watch is a join as a spectator (watching): the same, but for input
+ * and chat, which are order while watching.
+ *
  * Deferred messages wait on the player until its leave is applied
  * (hand_over()), then go to the next room in order, or are dropped if
  * that join is refused.
@@ -80,6 +86,7 @@ struct player {
 	enum pstate state;
 	struct room *room; /* P_ROOM: joined or joining; P_LEAVING: left */
 	bool in; /* the client's view: a join sent, no leave since */
+	bool watching; /* the client's view: the stay of in is a watch */
 	bool closed;
 	struct inbox deferred; /* P_LEAVING: what comes after the leave */
 	/* The handler's. */
@@ -95,7 +102,8 @@ struct player {
 	int timer_dead; /* atomic: being freed, do not re-arm */
 	/* The rooms' (one room's strand at a time). */
 	struct room *member_of;
-	uint32_t slot;
+	struct room *watch_of; /* a spectator of this room */
+	uint32_t slot; /* in members, or in watchers */
 	uint16_t x, y;
 	uint16_t spawn_x, spawn_y; /* where this stay started (joined) */
 	uint32_t applied_seq;

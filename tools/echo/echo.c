@@ -51,8 +51,10 @@ static void usage(FILE *f)
 		"  -w, --workers=N         executor workers (default 0: one per CPU)\n"
 		"  -r, --rings=N           ring threads (default 1)\n"
 		"  -b, --backend=B         uring, epoll or auto (default auto)\n"
-		"  -f, --framing=F         raw, len16 or len32 (2/4-byte length prefix\n"
-		"                          in network byte order; default raw), as ao-load\n"
+		"  -f, --framing=F         raw, len16, len32 (2/4-byte length prefix\n"
+		"                          in network byte order; default raw), as ao-load,\n"
+		"                          or ws (WebSocket: each binary or text message\n"
+		"                          comes back as one binary message)\n"
 		"  -m, --mode=M            worker (default: strand + worker + send path)\n"
 		"                          or ring (echo straight from the ring thread)\n"
 		"  -x, --discipline=D      executor: shared or steal (default steal)\n"
@@ -153,11 +155,11 @@ void echo_parse_args(int argc, char **argv, struct echo_opts *o)
 			o->backend = need_backend(optarg);
 			break;
 		case 'f':
-			if (framing_parse(optarg, &o->framing))
-				bad_usage(
-					"--framing: '%s' is not raw, len16 or "
-					"len32",
-					optarg);
+			o->ws = !strcmp(optarg, "ws");
+			if (!o->ws && framing_parse(optarg, &o->framing))
+				bad_usage("--framing: '%s' is not raw, len16, "
+					  "len32 or ws",
+					  optarg);
 			break;
 		case 'm':
 			if (!strcmp(optarg, "worker"))
@@ -247,6 +249,11 @@ struct snap {
 	struct ao_exec_stats ex;
 };
 
+static const char *echo_framing_name(const struct echo_opts *o)
+{
+	return o->ws ? "ws" : framing_name(o->framing);
+}
+
 struct echo {
 	struct echo_opts o;
 	struct ao_server *srv;
@@ -320,7 +327,7 @@ static void print_json(struct echo *e, const struct snap *s, bool final,
 	       "\"discipline\":\"%s\",\"port\":%u,",
 	       final ? "final" : "stats", AO_VERSION, secs,
 	       ao_io_backend_name(e->backend), mode_name(e->o.mode),
-	       framing_name(e->o.framing), e->rings, s->ex.workers,
+	       echo_framing_name(&e->o), e->rings, s->ex.workers,
 	       e->o.discipline == AO_EXEC_SHARED ? "shared" : "steal", e->port);
 	printf("\"accepted\":%llu,\"rejected\":%llu,\"open\":%llu,"
 	       "\"packets_in\":%llu,\"bytes_in\":%llu,\"packets_out\":%llu,"
@@ -383,7 +390,7 @@ static void print_final_text(struct echo *e, const struct snap *s,
 	printf("%s: final statistics after %.2f s (%s, %s mode, %s framing, "
 	       "%u ring%s, %u workers %s)\n",
 	       prog, secs, ao_io_backend_name(e->backend), mode_name(e->o.mode),
-	       framing_name(e->o.framing), e->rings, e->rings > 1 ? "s" : "",
+	       echo_framing_name(&e->o), e->rings, e->rings > 1 ? "s" : "",
 	       s->ex.workers,
 	       e->o.discipline == AO_EXEC_SHARED ? "shared" : "steal");
 	printf("  connections   accepted %llu, rejected %llu, open %llu, "
@@ -460,6 +467,8 @@ static int start(struct echo *e)
 	cfg.framing.kind = o->framing == FRAMING_LEN16 ? AO_FRAME_LEN16 :
 			   o->framing == FRAMING_LEN32 ? AO_FRAME_LEN32 :
 							 AO_FRAME_RAW;
+	if (o->ws)
+		cfg.framing.kind = AO_FRAME_WS;
 	cfg.framing.max_packet = o->max_packet;
 	cfg.max_conns = o->max_conns;
 	cfg.idle_timeout_ms = (uint32_t)(o->idle_ns / MS);
@@ -528,7 +537,7 @@ int echo_main(int argc, char **argv)
 			prog, e.o.address, ao_server_port(e.srv),
 			ao_io_backend_name(ao_server_backend(e.srv)),
 			ao_server_ring_flags(e.srv), mode_name(e.o.mode),
-			framing_name(e.o.framing), ao_server_rings(e.srv),
+			echo_framing_name(&e.o), ao_server_rings(e.srv),
 			ao_server_rings(e.srv) > 1 ? "s" : "",
 			ao_exec_workers(e.exec),
 			ao_exec_workers(e.exec) > 1 ? "s" : "",

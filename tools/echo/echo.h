@@ -34,6 +34,7 @@ struct echo_opts {
 	unsigned int rings;
 	enum ao_io_backend backend;
 	enum framing framing;
+	bool ws; /* --framing=ws: a WebSocket server (framing unused) */
 	enum mode mode;
 	enum ao_exec_kind discipline;
 	uint32_t max_packet;

@@ -44,7 +44,10 @@
 
 struct ao_bufpool;
 
-/* One buffer.  data, cap and index never change; len is the user's. */
+/* One buffer.  data, cap and index never change; len is the user's.  With
+ * a pool's headroom, data starts that many bytes into the buffer's slot:
+ * the bytes before it are io/'s, for a frame header written once and sent
+ * with the payload (see io/ws.c). */
 struct ao_buf {
 	void *data; /* cap bytes inside the pool's arena */
 	uint32_t len; /* bytes in use (0 after ao_buf_get) */
@@ -57,6 +60,9 @@ struct ao_buf {
 	uint32_t origin; /* the shard it started in */
 	uint32_t magic; /* live/free marker, checked in debug builds */
 	uint32_t owner; /* cache slot + 1 that handed it out; 0: a shard */
+	uint32_t headroom; /* bytes before data in its slot (the pool's) */
+	uint64_t frame; /* atomic, private to io/: the header in the
+			 * headroom (0 when handed out) */
 } __ao_cacheline_aligned;
 
 /* How to create a pool. */
@@ -70,13 +76,19 @@ struct ao_bufpool_params {
 	uint32_t cache; /* buffers per thread cache, 2 .. CACHE_MAX, and
 			 * CACHES * cache <= count / 2; 0: min(32, count /
 			 * 128), no caches below 8 */
+	uint32_t headroom; /* bytes reserved before each buffer's data (for
+			    * a frame header), rounded up to 16, at most
+			    * AO_BUFPOOL_MAX_HEADROOM; 0: none */
 };
+
+#define AO_BUFPOOL_MAX_HEADROOM 256u
 
 /* The arena, for registering it with io_uring. */
 struct ao_bufpool_info {
 	void *arena; /* page-aligned, contiguous */
 	size_t arena_len; /* mapped length (multiple of the page size) */
 	size_t stride; /* distance between buffers (64-byte multiple) */
+	size_t headroom; /* bytes before each buffer's data */
 	size_t buf_size; /* capacity of each buffer */
 	uint32_t count; /* buffers */
 	uint32_t shards; /* shards */

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+/*
+ * WebSocket conformance, black box: tests/ws_conformance.py, a client
+ * written from RFC 6455 in Python's standard library, plays the Autobahn
+ * testsuite's categories against the ao-echo of $AO_TOOLS_DIR started with
+ * --framing=ws (make check sets it; without it every test is skipped).
+ * One CMocka test per category, each its own run of /usr/bin/python3,
+ * bounded in time; the script starts ao-echo itself on a free loopback
+ * port, checks each failing case's close code, and that a second
+ * connection on the same server is untouched.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "helpers.h"
+
+#define PYTHON "/usr/bin/python3"
+#define SCRIPT "tests/ws_conformance.py"
+
+static char echo_path[4096];
+static bool have_echo;
+
+static void category(void **state)
+{
+	const char *name = *state;
+	char cmd[8192], line[512];
+	FILE *f;
+	int st;
+
+	if (!have_echo)
+		skip();
+	assert_true(access(PYTHON, X_OK) == 0);
+	assert_true(access(SCRIPT, R_OK) == 0);
+	snprintf(cmd, sizeof(cmd),
+		 "WS_CONFORMANCE_ONLY=%s timeout -k 5 120 " PYTHON " " SCRIPT
+		 " '%s' 2>&1",
+		 name, echo_path);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		print_message("%s", line);
+	st = pclose(f);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		{ "framing", category, NULL, NULL, "framing" },
+		{ "pingpong", category, NULL, NULL, "pingpong" },
+		{ "reserved", category, NULL, NULL, "reserved" },
+		{ "opcodes", category, NULL, NULL, "opcodes" },
+		{ "fragmentation", category, NULL, NULL, "fragmentation" },
+		{ "utf8", category, NULL, NULL, "utf8" },
+		{ "close", category, NULL, NULL, "close" },
+		{ "limits", category, NULL, NULL, "limits" },
+	};
+	const char *dir = getenv("AO_TOOLS_DIR");
+
+	if (dir && *dir) {
+		snprintf(echo_path, sizeof(echo_path), "%s/echo/ao-echo", dir);
+		have_echo = access(echo_path, X_OK) == 0;
+	}
+	if (!have_echo)
+		print_message("AO_TOOLS_DIR unset or without ao-echo: "
+			      "skipping\n");
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests_name("ws_conformance", tests, NULL, NULL);
+}
