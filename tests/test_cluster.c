@@ -947,6 +947,49 @@ static void test_server_restart(void **state)
 	natsd_stop(&d);
 }
 
+/* The server hangs (SIGSTOP): only the pings can tell.  With ping_ms
+ * 500 and 2 pings out the node drops the connection in a second or two
+ * (cnats' default: 2 minutes); its own heartbeats stop coming back, so it
+ * cannot show it is fresh (the fencing); after SIGCONT it reconnects. */
+static void test_server_hang(void **state)
+{
+	struct fx f;
+	struct natsd d;
+	struct ao_node_config c;
+	struct ao_node *a;
+	struct peer_log log = { 0 };
+	uint64_t t0, dt;
+
+	(void)state;
+	SKIP_IF_NO_BUS();
+	assert_int_equal(natsd_start(&d), 0);
+	fx_init(&f);
+	node_cfg(&c, &f, "hung", d.url);
+	c.on_bus = on_bus;
+	c.arg = &log;
+	c.reconnect_ms = 100;
+	assert_int_equal(ao_node_create(&c, &a), 0);
+	assert_int_equal(ao_node_start(a), 0);
+	WAIT_UNTIL(ao_node_self_fresh(a, 500), 10000);
+	t0 = t_now_ns();
+	kill(d.pid, SIGSTOP);
+	WAIT_UNTIL(!ao_node_self_fresh(a, 500), 10000);
+	WAIT_UNTIL(__atomic_load_n(&log.bus_down, __ATOMIC_ACQUIRE) == 1,
+		   30000);
+	dt = t_now_ns() - t0;
+	print_message("a hung server noticed after %.0f ms (ping_ms %u, "
+		      "pings_out %u)\n",
+		      (double)dt / 1e6, AO_NODE_DEFAULT_PING_MS,
+		      AO_NODE_DEFAULT_PINGS_OUT);
+	assert_false(ao_node_connected(a));
+	kill(d.pid, SIGCONT);
+	WAIT_UNTIL(ao_node_connected(a), 20000);
+	WAIT_UNTIL(ao_node_self_fresh(a, 500), 10000);
+	node_down(a);
+	fx_fini(&f);
+	natsd_stop(&d);
+}
+
 /* ---------------------------------------------------------------------
  * Arguments and lifetimes without a server
  */
@@ -1024,6 +1067,7 @@ int main(void)
 		cmocka_unit_test(test_kv_cas_race),
 		cmocka_unit_test(test_kv_async),
 		cmocka_unit_test(test_server_restart),
+		cmocka_unit_test(test_server_hang),
 	};
 
 	ao_clock_calibrate();

@@ -16,6 +16,11 @@
  *	noresp/MODE	a request nobody subscribes to: the time until the
  *			callback gets -EHOSTUNREACH (NATS' no-responders
  *			status), with a 10 s timeout that never fires.
+ *	burst/MODE	A publishes 128-byte messages as fast as it can
+ *			(-ENOBUFS: retried after 50 us) to B's handler, which
+ *			counts them: messages per second delivered, and the
+ *			process CPU per message (both nodes, cnats' threads
+ *			and the server's not included: it is another process).
  *	kv-cas		ao_kv_update_sync() at the key's revision, one after
  *			another (memory storage, history 1): one JetStream
  *			publish with the expected revision and its ack.
@@ -221,6 +226,83 @@ static void run_oneway(bool asap, size_t count)
 	record("oneway", mode, o.lat, __atomic_load_n(&o.n, __ATOMIC_ACQUIRE));
 	ao_strand_destroy(&o.strand);
 	free(o.lat);
+	env_down(&e);
+}
+
+/* ---- burst ---- */
+
+struct counter {
+	struct ao_strand strand;
+	long got; /* atomic */
+	int probes; /* atomic */
+};
+
+static void count_rx(struct ao_msg *msg, void *arg)
+{
+	struct counter *k = arg;
+
+	if (msg->len == 1)
+		__atomic_add_fetch(&k->probes, 1, __ATOMIC_RELEASE);
+	else
+		__atomic_add_fetch(&k->got, 1, __ATOMIC_RELEASE);
+}
+
+static void run_burst(bool asap, long count)
+{
+	const char *mode = asap ? "asap" : "flusher";
+	struct counter k = { 0 };
+	static char payload[128];
+	struct ao_sub *sub;
+	struct env e;
+	uint64_t t0, c0, dt, dc;
+	long i;
+	int err;
+
+	if (!bench_selected(&opts, asap ? "burst/asap" : "burst/flusher"))
+		return;
+	env_up(&e, asap);
+	ao_strand_init(&k.strand, e.ex);
+	err = ao_node_subscribe(e.b, "bench.burst", NULL, &k.strand, count_rx,
+				&k, &sub);
+	if (err)
+		die("subscribe", err);
+	for (i = 0; i < 5000 && !__atomic_load_n(&k.probes, __ATOMIC_ACQUIRE);
+	     i++) {
+		ao_node_publish(e.a, "bench.burst", "p", 1);
+		msleep_us(1000);
+	}
+	t0 = bench_now_ns();
+	c0 = bench_proc_cpu_ns();
+	for (i = 0; i < count; i++) {
+		while (ao_node_publish(e.a, "bench.burst", payload,
+				       sizeof(payload)) == -ENOBUFS)
+			msleep_us(50);
+	}
+	for (i = 0;
+	     i < 20000 && __atomic_load_n(&k.got, __ATOMIC_ACQUIRE) < count;
+	     i++)
+		msleep_us(500);
+	dt = bench_now_ns() - t0;
+	dc = bench_proc_cpu_ns() - c0;
+	i = __atomic_load_n(&k.got, __ATOMIC_ACQUIRE);
+	if (opts.json) {
+		bench_json_begin("busbench");
+		bench_json_str("cell", "burst");
+		bench_json_str("mode", mode);
+		bench_json_int("sent", count);
+		bench_json_int("delivered", i);
+		bench_json_num("msgs_per_s", (double)i * 1e9 / (double)dt);
+		bench_json_num("cpu_ns_per_msg", (double)dc / (double)count);
+		bench_json_end();
+	} else {
+		printf("%-12s %-8s %8ld delivered of %ld: %.0f msgs/s, %.0f ns "
+		       "CPU a message\n",
+		       "burst", mode, i, count, (double)i * 1e9 / (double)dt,
+		       (double)dc / (double)count);
+	}
+	ao_sub_close(sub);
+	ao_exec_drain(e.ex);
+	ao_strand_destroy(&k.strand);
 	env_down(&e);
 }
 
@@ -437,6 +519,8 @@ int main(int argc, char **argv)
 	}
 	run_oneway(false, count);
 	run_oneway(true, count);
+	run_burst(false, opts.quick ? 20000 : 200000);
+	run_burst(true, opts.quick ? 20000 : 200000);
 	run_request(false, count);
 	run_request(true, count);
 	run_kv(count);
