@@ -300,7 +300,7 @@ check: deps
 
 # The symbols test reads libaorta.so, which the tests do not link.
 ifeq ($(SANITIZE),)
-check-run: $(lib-so-links)
+check-run: $(lib-so-links) $(cluster-so-links)
 endif
 
 # The runners that drive the tools (ao-echo, ao-load) find them through
