@@ -300,7 +300,7 @@ check: deps
 
 # The symbols test reads libaorta.so, which the tests do not link.
 ifeq ($(SANITIZE),)
-check-run: $(lib-so-links)
+check-run: $(lib-so-links) $(cluster-so-links)
 endif
 
 # The runners that drive the tools (ao-echo, ao-load) find them through
@@ -687,14 +687,16 @@ uninstall:
 			-delete; fi
 
 # ---------------------------------------------------------------------------
-# Debian packages (debian/): libaorta0, libaorta-dev, aorta-tools.  The
-# tree (tracked and new files, not ignored ones) is copied to
+# Debian packages (debian/): libaorta0, libaorta-dev, libaorta-cluster0,
+# libaorta-cluster-dev, aorta-tools.  The tree (tracked and new files, not
+# ignored ones) is copied to
 # $(out)deb/aorta-$(VERSION)/ and dpkg-buildpackage runs there, so the
 # source tree gets nothing; the packages land in $(out)deb/.
 # debcheck installs them into a scratch root (DEB_INSTALL=system: into
 # the system with apt-get, then purges them) and uses them.
 
-DEB_PKGS := dpkg-dev debhelper liburing-dev libcmocka-dev pkg-config
+DEB_PKGS := dpkg-dev debhelper liburing-dev libcmocka-dev pkg-config \
+	    libnats-dev
 deb-dir := $(out)deb
 deb-src := $(deb-dir)/aorta-$(VERSION)
 DEB_INSTALL ?= root
@@ -751,7 +753,9 @@ format-check:
 
 help:
 	@echo 'Targets:'
-	@echo '  all (default)   - libaorta.a and libaorta.so'
+	@echo '  all (default)   - libaorta.a and libaorta.so, and the bus layer'
+	@echo '                    libaorta-cluster.a and .so (cnats; stubs'
+	@echo '                    returning -ENOSYS without nats.h)'
 	@echo '  check           - build and run every CMocka test, then the'
 	@echo '                    install test (installs missing packages)'
 	@echo '  tests           - build the tests without running them'
@@ -783,7 +787,8 @@ help:
 	@echo '                    DESTDIR=; bindir= libdir= includedir='
 	@echo '                    mandir= pcdir= override one folder)'
 	@echo '  uninstall       - remove what install put there'
-	@echo '  deb             - Debian packages libaorta0, libaorta-dev and'
+	@echo '  deb             - Debian packages libaorta0, libaorta-dev,'
+	@echo '                    libaorta-cluster0, libaorta-cluster-dev and'
 	@echo '                    aorta-tools in $(deb-dir)/ (dpkg-buildpackage)'
 	@echo '  debcheck        - build them, install them into a scratch root'
 	@echo '                    (DEB_INSTALL=system: apt-get, then purge),'

@@ -54,6 +54,7 @@ struct ao_sub {
 	void *arg;
 	int refs; /* atomic: user, cnats, queued deliveries */
 	bool closed; /* atomic */
+	bool internal; /* the heartbeats: not in msgs_in/bytes_in */
 };
 
 /* One message on its way to a strand; subject and reply follow. */
@@ -188,8 +189,10 @@ static void delivery_run(struct ao_work *w)
 			.len = d->buf->len,
 		};
 
-		node_count(node, msgs_in, 1);
-		node_count(node, bytes_in, d->buf->len);
+		if (!sub->internal) {
+			node_count(node, msgs_in, 1);
+			node_count(node, bytes_in, d->buf->len);
+		}
 		sub->fn(&msg, sub->arg);
 	}
 	ao_buf_put(d->buf);
@@ -364,6 +367,19 @@ static int pub(struct ao_node *node, const char *subject, const char *reply,
 	}
 	node_count(node, msgs_out, 1);
 	node_count(node, bytes_out, len);
+	return 0;
+}
+
+/* A heartbeat: counted in hb_sent, not in msgs_out. */
+static int pub_hb(struct ao_node *node, const char *subject, const void *data,
+		  size_t len)
+{
+	natsStatus ns;
+
+	ns = natsConnection_Publish(node->nc, subject, data, (int)len);
+	if (ns != NATS_OK)
+		return ao__nats_errno(ns);
+	node_count(node, hb_sent, 1);
 	return 0;
 }
 
@@ -763,8 +779,7 @@ static void hb_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 			       __atomic_load_n(&node->load, __ATOMIC_RELAXED),
 			       now);
 		snprintf(subject, sizeof(subject), HB_PREFIX "%s", node->name);
-		if (!pub(node, subject, NULL, text, (size_t)len))
-			node_count(node, hb_sent, 1);
+		pub_hb(node, subject, text, (size_t)len);
 	}
 	if (!ao_node_self_fresh(node, node->cfg.dead_ms))
 		return;
@@ -827,6 +842,19 @@ static void on_disconnected(natsConnection *nc, void *closure)
 	req_fail_all(node, __atomic_load_n(&node->stopping, __ATOMIC_ACQUIRE) ?
 				   -ECANCELED :
 				   -ENOTCONN);
+}
+
+/* cnats: an asynchronous error.  A slow consumer (a subscription past
+ * cnats' pending limit, 65,536 messages) has lost messages: counted. */
+static void on_error(natsConnection *nc, natsSubscription *ns, natsStatus s,
+		     void *closure)
+{
+	struct ao_node *node = closure;
+
+	(void)nc;
+	(void)ns;
+	if (s == NATS_SLOW_CONSUMER)
+		node_count(node, in_dropped, 1);
 }
 
 /* cnats: the connection is closed; its last callback (they come in order
@@ -951,6 +979,8 @@ static natsStatus node_options(struct ao_node *node)
 		s = natsOptions_SetReconnectedCB(o, on_reconnected, node);
 	if (s == NATS_OK)
 		s = natsOptions_SetClosedCB(o, on_closed, node);
+	if (s == NATS_OK)
+		s = natsOptions_SetErrorHandler(o, on_error, node);
 	return s;
 }
 
@@ -996,6 +1026,7 @@ int ao_node_start(struct ao_node *node)
 		       &node->hb_sub);
 	if (err)
 		goto fail;
+	node->hb_sub->internal = true;
 	period = (uint64_t)node->cfg.heartbeat_ms * 1000000ull;
 	err = ao_timer_arm_periodic(&node->hb_timer,
 				    ao_timers_now(ao_timers_of(node->cfg.exec)),

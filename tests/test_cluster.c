@@ -449,6 +449,183 @@ static void test_no_responders(void **state)
 }
 
 /* ---------------------------------------------------------------------
+ * Many threads at once (a stress test for TSan): publishers whose order
+ * each holds, requesters, and a thread that subscribes and closes over
+ * and over while messages to that subject flow.
+ */
+
+#define MT_PUBS 4
+#define MT_REQS 2
+
+struct mt {
+	struct ao_node *a, *b;
+	struct ao_strand strand;
+	struct fx *f;
+	long per; /* messages per publisher */
+	long next[MT_PUBS]; /* strand: next seq per publisher */
+	long got; /* atomic */
+	int bad; /* atomic */
+	int probes; /* atomic */
+	int stop; /* atomic */
+	int req_bad; /* atomic */
+	long churned; /* atomic */
+};
+
+struct mt_arg {
+	struct mt *m;
+	int id;
+};
+
+static void mt_rx(struct ao_msg *msg, void *arg)
+{
+	struct mt *m = arg;
+	long v[2];
+
+	if (msg->len != sizeof(v)) {
+		__atomic_add_fetch(&m->probes, 1, __ATOMIC_RELEASE);
+		return;
+	}
+	memcpy(v, msg->data, sizeof(v));
+	if (v[0] < 0 || v[0] >= MT_PUBS || m->next[v[0]] != v[1])
+		__atomic_add_fetch(&m->bad, 1, __ATOMIC_RELAXED);
+	else
+		m->next[v[0]]++;
+	__atomic_add_fetch(&m->got, 1, __ATOMIC_RELEASE);
+}
+
+static void *mt_pub(void *arg)
+{
+	struct mt_arg *x = arg;
+	long i, v[2];
+	int err;
+
+	for (i = 0; i < x->m->per; i++) {
+		v[0] = x->id;
+		v[1] = i;
+		while ((err = ao_node_publish(x->m->a, "t.mt", v, sizeof(v))) ==
+		       -ENOBUFS)
+			t_sleep_ns(100000);
+		if (err)
+			__atomic_add_fetch(&x->m->bad, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void *mt_req(void *arg)
+{
+	struct mt_arg *x = arg;
+	struct waiter w;
+	int i;
+
+	memset(&w, 0, sizeof(w));
+	ao_strand_init(&w.strand, x->m->f->ex);
+	for (i = 0; i < 50; i++) {
+		__atomic_store_n(&w.done, 0, __ATOMIC_RELAXED);
+		if (ao_node_request(x->m->a, "svc.mt", "q", 1, 10000, &w.strand,
+				    on_reply, &w)) {
+			__atomic_add_fetch(&x->m->req_bad, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		for (int k = 0;
+		     k < 20000 && !__atomic_load_n(&w.done, __ATOMIC_ACQUIRE);
+		     k++)
+			t_sleep_ns(1000000);
+		if (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE) || w.err ||
+		    w.bad)
+			__atomic_add_fetch(&x->m->req_bad, 1, __ATOMIC_RELAXED);
+	}
+	while (!ao_strand_idle(&w.strand))
+		t_sleep_ns(1000000);
+	ao_strand_destroy(&w.strand);
+	return NULL;
+}
+
+static void churn_rx(struct ao_msg *msg, void *arg)
+{
+	(void)msg;
+	(void)arg;
+}
+
+static void *mt_churn(void *arg)
+{
+	struct mt *m = arg;
+	struct ao_sub *sub;
+
+	while (!__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE)) {
+		if (ao_node_subscribe(m->b, "t.churn", NULL, NULL, churn_rx,
+				      NULL, &sub) == 0) {
+			ao_node_publish(m->a, "t.churn", "c", 1);
+			t_sleep_ns(200000);
+			ao_sub_close(sub);
+			__atomic_add_fetch(&m->churned, 1, __ATOMIC_RELAXED);
+		}
+	}
+	return NULL;
+}
+
+static void test_many_threads(void **state)
+{
+	struct fx f;
+	struct mt *m;
+	struct mt_arg pa[MT_PUBS], ra[MT_REQS];
+	pthread_t pt[MT_PUBS], rt[MT_REQS], ct;
+	struct ao_sub *sub, *esub;
+	struct responder rs = { 0 };
+	int i;
+
+	(void)state;
+	SKIP_IF_NO_BUS();
+	fx_init(&f);
+	m = calloc(1, sizeof(*m));
+	assert_non_null(m);
+	m->f = &f;
+	m->per = t_scaled(2000, 200);
+	m->a = node_up(&f, "mta");
+	m->b = node_up(&f, "mtb");
+	rs.node = m->b;
+	ao_strand_init(&m->strand, f.ex);
+	assert_int_equal(ao_node_subscribe(m->b, "t.mt", NULL, &m->strand,
+					   mt_rx, m, &sub),
+			 0);
+	assert_int_equal(ao_node_subscribe(m->b, "svc.mt", NULL, NULL,
+					   echo_handler, &rs, &esub),
+			 0);
+	probe_until_seen(m->a, "t.mt", &m->probes);
+	probe_until_seen(m->a, "svc.mt", &rs.probes);
+	assert_int_equal(pthread_create(&ct, NULL, mt_churn, m), 0);
+	for (i = 0; i < MT_PUBS; i++) {
+		pa[i] = (struct mt_arg){ .m = m, .id = i };
+		assert_int_equal(pthread_create(&pt[i], NULL, mt_pub, &pa[i]),
+				 0);
+	}
+	for (i = 0; i < MT_REQS; i++) {
+		ra[i] = (struct mt_arg){ .m = m, .id = i };
+		assert_int_equal(pthread_create(&rt[i], NULL, mt_req, &ra[i]),
+				 0);
+	}
+	for (i = 0; i < MT_PUBS; i++)
+		pthread_join(pt[i], NULL);
+	for (i = 0; i < MT_REQS; i++)
+		pthread_join(rt[i], NULL);
+	WAIT_UNTIL(__atomic_load_n(&m->got, __ATOMIC_ACQUIRE) ==
+			   m->per * MT_PUBS,
+		   60000);
+	__atomic_store_n(&m->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(ct, NULL);
+	assert_int_equal(__atomic_load_n(&m->bad, __ATOMIC_RELAXED), 0);
+	assert_int_equal(__atomic_load_n(&m->req_bad, __ATOMIC_RELAXED), 0);
+	assert_true(__atomic_load_n(&m->churned, __ATOMIC_RELAXED) > 0);
+	assert_int_equal(ao_sub_close(sub), 0);
+	assert_int_equal(ao_sub_close(esub), 0);
+	assert_int_equal(ao_exec_drain(f.ex), 0);
+	node_down(m->a);
+	node_down(m->b);
+	assert_int_equal(ao_strand_destroy(&m->strand), 0);
+	free(m);
+	fx_fini(&f);
+}
+
+/* ---------------------------------------------------------------------
  * Peers
  */
 
@@ -947,6 +1124,49 @@ static void test_server_restart(void **state)
 	natsd_stop(&d);
 }
 
+/* The server hangs (SIGSTOP): only the pings can tell.  With ping_ms
+ * 500 and 2 pings out the node drops the connection in a second or two
+ * (cnats' default: 2 minutes); its own heartbeats stop coming back, so it
+ * cannot show it is fresh (the fencing); after SIGCONT it reconnects. */
+static void test_server_hang(void **state)
+{
+	struct fx f;
+	struct natsd d;
+	struct ao_node_config c;
+	struct ao_node *a;
+	struct peer_log log = { 0 };
+	uint64_t t0, dt;
+
+	(void)state;
+	SKIP_IF_NO_BUS();
+	assert_int_equal(natsd_start(&d), 0);
+	fx_init(&f);
+	node_cfg(&c, &f, "hung", d.url);
+	c.on_bus = on_bus;
+	c.arg = &log;
+	c.reconnect_ms = 100;
+	assert_int_equal(ao_node_create(&c, &a), 0);
+	assert_int_equal(ao_node_start(a), 0);
+	WAIT_UNTIL(ao_node_self_fresh(a, 500), 10000);
+	t0 = t_now_ns();
+	kill(d.pid, SIGSTOP);
+	WAIT_UNTIL(!ao_node_self_fresh(a, 500), 10000);
+	WAIT_UNTIL(__atomic_load_n(&log.bus_down, __ATOMIC_ACQUIRE) == 1,
+		   30000);
+	dt = t_now_ns() - t0;
+	print_message("a hung server noticed after %.0f ms (ping_ms %u, "
+		      "pings_out %u)\n",
+		      (double)dt / 1e6, AO_NODE_DEFAULT_PING_MS,
+		      AO_NODE_DEFAULT_PINGS_OUT);
+	assert_false(ao_node_connected(a));
+	kill(d.pid, SIGCONT);
+	WAIT_UNTIL(ao_node_connected(a), 20000);
+	WAIT_UNTIL(ao_node_self_fresh(a, 500), 10000);
+	node_down(a);
+	fx_fini(&f);
+	natsd_stop(&d);
+}
+
 /* ---------------------------------------------------------------------
  * Arguments and lifetimes without a server
  */
@@ -1020,10 +1240,12 @@ int main(void)
 		cmocka_unit_test(test_request_reply),
 		cmocka_unit_test(test_request_timeout),
 		cmocka_unit_test(test_no_responders),
+		cmocka_unit_test(test_many_threads),
 		cmocka_unit_test(test_peers_up_and_dead),
 		cmocka_unit_test(test_kv_cas_race),
 		cmocka_unit_test(test_kv_async),
 		cmocka_unit_test(test_server_restart),
+		cmocka_unit_test(test_server_hang),
 	};
 
 	ao_clock_calibrate();

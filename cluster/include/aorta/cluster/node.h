@@ -118,13 +118,15 @@ struct ao_node_config {
 
 /* Counters since create (a racy snapshot). */
 struct ao_node_stats {
-	uint64_t msgs_in; /* messages handed to handlers (all kinds) */
+	uint64_t msgs_in; /* messages handed to handlers and replies (the
+			   * heartbeats are counted apart) */
 	uint64_t bytes_in;
 	uint64_t msgs_out; /* publishes, responses and requests sent */
 	uint64_t bytes_out;
 	uint64_t pub_dropped; /* publishes refused: -ENOBUFS, -ENOTCONN */
 	uint64_t in_dropped; /* arrivals dropped: too large, no buffer,
-			      * subscription closed, cnats slow consumer */
+			      * subscription closed, late replies; cnats'
+			      * slow-consumer reports (once per report) */
 	uint64_t requests; /* requests sent */
 	uint64_t replies; /* of those, answered */
 	uint64_t timeouts; /* of those, -ETIMEDOUT */
