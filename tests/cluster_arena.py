@@ -208,6 +208,12 @@ def t_cross_node(bus):
         check(f2["bus"]["players_forwarded"] >= 2, "forwarded counted")
         check(f1["bus"]["ghost_joins"] >= 2, "ghosts counted")
         check(f1["bus"]["msgs_out"] > 0, "bus counters")
+        # One snapshot message per room and tick for node 2, not one per
+        # player there (two of them).
+        out, got = f1["bus"]["bus_snaps_out"], f2["bus"]["bus_snaps_in"]
+        print("snapshots on the bus: %d published, %d received" %
+              (out, got))
+        check(0 < got <= out, "snapshot messages counted once per tick")
     finally:
         for n in (n1, n2):
             if n.p.poll() is None:

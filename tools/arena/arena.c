@@ -390,6 +390,7 @@ static void print_bus_json(const struct cluster_stats *b)
 	       "\"players_forwarded\":%llu,\"ghost_joins\":%llu,"
 	       "\"stale_dropped\":%llu,\"room_lost\":%llu,"
 	       "\"takeovers\":%llu,\"evicted\":%llu,\"fenced_ticks\":%llu,"
+	       "\"bus_snaps_out\":%llu,\"bus_snaps_in\":%llu,"
 	       "\"kv_ops\":%llu,\"kv_conflicts\":%llu,\"kv_errors\":%llu}",
 	       b->connected ? "true" : "false", (unsigned long long)b->msgs_in,
 	       (unsigned long long)b->bytes_in, (unsigned long long)b->msgs_out,
@@ -407,7 +408,8 @@ static void print_bus_json(const struct cluster_stats *b)
 	       (unsigned long long)b->room_lost,
 	       (unsigned long long)b->takeovers, (unsigned long long)b->evicted,
 	       (unsigned long long)b->fenced_ticks,
-	       (unsigned long long)b->kv_ops,
+	       (unsigned long long)b->snaps_out,
+	       (unsigned long long)b->snaps_in, (unsigned long long)b->kv_ops,
 	       (unsigned long long)b->kv_conflicts,
 	       (unsigned long long)b->kv_errors);
 }
@@ -620,6 +622,11 @@ static void print_final_text(struct state *s, const struct snap *sn,
 		       (unsigned long long)b->no_responders,
 		       (unsigned long long)b->disconnects,
 		       (unsigned long long)b->reconnects);
+		printf("  snapshots    %llu published on the bus (one per room "
+		       "and tick with players elsewhere), %llu received (one per "
+		       "room elsewhere with players here and tick)\n",
+		       (unsigned long long)b->snaps_out,
+		       (unsigned long long)b->snaps_in);
 		printf("  cluster      %llu peers (%llu declared dead), %llu rooms "
 		       "owned, %llu of other nodes; %llu players forwarded, "
 		       "%llu of other nodes applied here; %llu stale messages "

@@ -175,6 +175,8 @@ struct gnode {
 struct cl_count {
 	uint64_t forwarded, ghosts, stale, room_lost, takeovers, evicted;
 	uint64_t fenced_ticks;
+	uint64_t snaps_out; /* snapshots published (one per room and tick) */
+	uint64_t snaps_in; /* snapshots received (one per proxy and tick) */
 };
 
 struct cluster {
@@ -934,7 +936,8 @@ void cluster_tick_end(struct room *r, uint32_t tick)
 	}
 	cr->out.n = 0;
 	if (cr->snap) {
-		ao_node_publish_buf(c->node, subj, cr->snap);
+		if (!ao_node_publish_buf(c->node, subj, cr->snap))
+			ADD(c->n.snaps_out, 1);
 		ao_buf_put(cr->snap);
 		cr->snap = NULL;
 	}
@@ -1292,6 +1295,7 @@ static void on_out(struct ao_msg *m, void *arg)
 	if (d[0] != AP_SNAPSHOT || m->len < AP_LEN_SNAP_HDR)
 		return;
 	tick = get32(d + 1);
+	ADD(cr->c->n.snaps_in, 1);
 	/* The same buffer to every member here: by reference. */
 	for (i = 0; i < r->nmembers; i++) {
 		struct player *p = r->members[i];
@@ -1988,4 +1992,6 @@ void cluster_stats(struct arena *a, struct cluster_stats *st)
 	st->takeovers = LOAD(c->n.takeovers);
 	st->evicted = LOAD(c->n.evicted);
 	st->fenced_ticks = LOAD(c->n.fenced_ticks);
+	st->snaps_out = LOAD(c->n.snaps_out);
+	st->snaps_in = LOAD(c->n.snaps_in);
 }

@@ -37,6 +37,10 @@ struct cluster_stats {
 	uint64_t takeovers; /* rooms won from a dead node */
 	uint64_t evicted; /* rooms found given away after a stall */
 	uint64_t fenced_ticks; /* ticks not run: no fresh own heartbeat */
+	uint64_t snaps_out; /* snapshot messages published: one per room
+			     * with other nodes' players and tick */
+	uint64_t snaps_in; /* snapshot messages received: one per room of
+			    * another node with players here and tick */
 	uint64_t kv_ops, kv_conflicts, kv_errors;
 	bool connected;
 };
