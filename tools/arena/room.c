@@ -365,7 +365,8 @@ static struct room *lobby_watch(struct arena *a, uint32_t want, int *err)
 	ao_spin_lock(&a->lobby);
 	if (want == AP_ROOM_ANY)
 		want = 1;
-	if (want == 0 || want > a->nrooms) {
+	/* Across nodes (--nats) there are no spectators yet. */
+	if (a->cl || want == 0 || want > a->nrooms) {
 		*err = AP_ERR_NO_ROOM;
 	} else if (a->rooms[want - 1]->wreserved >= a->o.room_size) {
 		*err = AP_ERR_ROOM_FULL;
