@@ -386,10 +386,11 @@ static void test_churn(void **state)
 	t_watchdog_disarm();
 }
 
-/* Bots that stop reading: skipped, then closed; the others unharmed. */
+/* Bots that stop reading: skipped, then closed; the others unharmed.
+ * The bots ack every 250 ms: the stall bound is well above that. */
 static void test_stall(void **state)
 {
-	const char *aa[] = { "--tick-rate=100", "--stall-timeout=300ms",
+	const char *aa[] = { "--tick-rate=100", "--stall-timeout=1s",
 			     "--sndbuf=4k", NULL };
 	const char *ba[] = { "--players=20",	    "--stall=4",
 			     "--stall-after=100ms", "--duration=3s",
@@ -403,7 +404,9 @@ static void test_stall(void **state)
 	play(aa, ba, &bj, &aj);
 	assert_int_equal(jnum(bj, "stalled"), 4);
 	assert_int_equal(jnum(bj, "stall_closed"), 4);
-	assert_true(jnum(aj, "snaps_skipped") > 0);
+	/* Skipped, or closed on their acks (the bots ack the snapshots
+	 * they read) before their socket buffers filled. */
+	assert_true(jnum(aj, "snaps_skipped") + jnum(aj, "ack_slow") > 0);
 	/* The arena's reason (in "reasons") and the server's close (in
 	 * "closes", the first "slow") are both slow. */
 	assert_int_equal(jnum(strstr(aj, "\"reasons\""), "slow"), 4);

@@ -47,17 +47,22 @@ static void category(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+static char c_framing[] = "framing", c_pingpong[] = "pingpong",
+	    c_reserved[] = "reserved", c_opcodes[] = "opcodes",
+	    c_fragmentation[] = "fragmentation", c_utf8[] = "utf8",
+	    c_close[] = "close", c_limits[] = "limits";
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		{ "framing", category, NULL, NULL, "framing" },
-		{ "pingpong", category, NULL, NULL, "pingpong" },
-		{ "reserved", category, NULL, NULL, "reserved" },
-		{ "opcodes", category, NULL, NULL, "opcodes" },
-		{ "fragmentation", category, NULL, NULL, "fragmentation" },
-		{ "utf8", category, NULL, NULL, "utf8" },
-		{ "close", category, NULL, NULL, "close" },
-		{ "limits", category, NULL, NULL, "limits" },
+		{ "framing", category, NULL, NULL, c_framing },
+		{ "pingpong", category, NULL, NULL, c_pingpong },
+		{ "reserved", category, NULL, NULL, c_reserved },
+		{ "opcodes", category, NULL, NULL, c_opcodes },
+		{ "fragmentation", category, NULL, NULL, c_fragmentation },
+		{ "utf8", category, NULL, NULL, c_utf8 },
+		{ "close", category, NULL, NULL, c_close },
+		{ "limits", category, NULL, NULL, c_limits },
 	};
 	const char *dir = getenv("AO_TOOLS_DIR");
 

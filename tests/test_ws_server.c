@@ -746,6 +746,8 @@ static void test_http_get(void **state)
 	t_watchdog_arm(30, "http get");
 	srv = start(&cfg);
 	http_get(ao_server_port(srv), "/index.html", resp, sizeof(resp));
+	if (!strstr(resp, "HTTP/1.1 200 OK\r\n"))
+		print_message("got: [%s]\n", resp);
 	assert_non_null(strstr(resp, "HTTP/1.1 200 OK\r\n"));
 	assert_non_null(strstr(resp, "Content-Length: 16\r\n"));
 	assert_non_null(strstr(resp, "Content-Type: text/plain\r\n"));
