@@ -57,7 +57,8 @@ typedef void (*ao_kv_keys_fn)(int err, const char *const *keys, size_t n,
  * and it is missing.  Blocks.  -ENOENT (missing and !create), -ENOTCONN. */
 AO_API int ao_kv_open(struct ao_node *node, const char *bucket, bool create,
 		      struct ao_kv **out);
-/* Forget the handle (the bucket stays).  Waits for its operations. */
+/* Forget the handle (the bucket stays).  Waits for its operations to
+ * complete: never call it from a strand one of them completes on. */
 AO_API void ao_kv_close(struct ao_kv *kv);
 /* Delete the bucket on the server.  Blocks.  Then close the handle. */
 AO_API int ao_kv_destroy_bucket(struct ao_kv *kv);

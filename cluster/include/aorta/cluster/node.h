@@ -157,7 +157,10 @@ AO_API int ao_node_start(struct ao_node *node);
  * heartbeats stop); pending requests complete with -ECANCELED.  Blocks
  * until cnats has let go; never call it from a strand of the node. */
 AO_API int ao_node_stop(struct ao_node *node);
-/* Free a stopped node whose subscriptions are closed.  -EBUSY. */
+/* Free a node whose subscriptions are closed (stopping it first); waits
+ * up to 5 s for cnats and the node's strands to let go: never call it
+ * from a strand of the node.  -EBUSY (subscriptions open, or a wait that
+ * ran out: the node is not freed). */
 AO_API int ao_node_destroy(struct ao_node *node);
 
 /* The node's name. */
