@@ -1233,6 +1233,7 @@ static int group_teardown(void **state)
 	(void)state;
 	if (!skip_why)
 		natsd_stop(&natsd);
+	natsd_reap_all(); /* those of a test that failed half-way */
 	return 0;
 }
 
@@ -1254,6 +1255,7 @@ int main(void)
 	};
 
 	ao_clock_calibrate();
+	atexit(natsd_reap_all); /* when the runner exits early too */
 	t_watchdog_arm(300, "test_cluster");
 	return cmocka_run_group_tests_name("cluster", tests, group_setup,
 					   group_teardown);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +33,42 @@ struct natsd {
 	char url[64];
 	const char *bin;
 };
+
+/* Servers running now, so that a test that fails half-way (CMocka jumps
+ * out of it) does not leave one behind: natsd_reap_all() at the end. */
+#define NATSD_MAX 8
+static pid_t natsd_pids[NATSD_MAX];
+
+static inline void natsd_track(pid_t pid, bool on)
+{
+	int i;
+
+	for (i = 0; i < NATSD_MAX; i++) {
+		if (on && !natsd_pids[i]) {
+			natsd_pids[i] = pid;
+			return;
+		}
+		if (!on && natsd_pids[i] == pid) {
+			natsd_pids[i] = 0;
+			return;
+		}
+	}
+}
+
+/* Kill every server still running (its store is left in /tmp). */
+static inline void natsd_reap_all(void)
+{
+	int i, st;
+
+	for (i = 0; i < NATSD_MAX; i++) {
+		if (natsd_pids[i] > 0) {
+			kill(natsd_pids[i], SIGCONT);
+			kill(natsd_pids[i], SIGKILL);
+			waitpid(natsd_pids[i], &st, 0);
+			natsd_pids[i] = 0;
+		}
+	}
+}
 
 static inline const char *natsd_binary(void)
 {
@@ -98,6 +135,10 @@ static inline int natsd_run(struct natsd *d)
 	if (d->pid < 0)
 		return -errno;
 	if (d->pid == 0) {
+		/* Dies with the runner, even one the watchdog aborts (the
+		 * runner forks from its main thread, which lives to the
+		 * end). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		fd = open("/dev/null", O_RDWR);
 		if (fd >= 0) {
 			dup2(fd, 0);
@@ -110,6 +151,7 @@ static inline int natsd_run(struct natsd *d)
 		      "-sd", d->dir, (char *)NULL);
 		_exit(127);
 	}
+	natsd_track(d->pid, true);
 	/* Bounded: 10 s for the server to listen. */
 	for (i = 0; i < 1000; i++) {
 		int st;
@@ -117,6 +159,7 @@ static inline int natsd_run(struct natsd *d)
 		if (natsd_listening(d->port))
 			return 0;
 		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			natsd_track(d->pid, false);
 			d->pid = 0;
 			return -ECHILD;
 		}
@@ -146,6 +189,7 @@ static inline void natsd_kill(struct natsd *d, int sig)
 
 	if (d->pid <= 0)
 		return;
+	natsd_track(d->pid, false);
 	kill(d->pid, sig);
 	for (i = 0; i < 500; i++) {
 		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
