@@ -74,6 +74,13 @@ CONFIG_URING ?= $(shell printf '\043include <liburing.h>\nint main(void)\
 		  { return io_uring_queue_init(1, 0, 0); }\n' | \
 		  $(CC) -x c - -o /dev/null -luring >/dev/null 2>&1 && echo y)
 
+# cluster/ (libaorta-cluster) is built on cnats when nats.h is there and a
+# program links with -lnats; otherwise its functions return -ENOSYS and its
+# tests say they were skipped.
+CONFIG_NATS ?= $(shell printf '\043include <nats/nats.h>\nint main(void)\
+		 { return nats_Open(-1) != NATS_OK; }\n' | \
+		 $(CC) -x c - -o /dev/null -lnats >/dev/null 2>&1 && echo y)
+
 # ---------------------------------------------------------------------------
 # Walk the Kbuild files.  Order matters only for readability: dependencies
 # point down (io -> core -> sync -> arch).
@@ -92,11 +99,19 @@ endef
 $(foreach d,$(kbuild-dirs),$(eval $(call walk_kbuild,$(d))))
 lib-libs := $(sort $(lib-libs)) -pthread
 
+# cluster/ is a library of its own (libaorta-cluster), on top of libaorta:
+# libaorta keeps its dependencies.
+obj-y :=
+libs-y :=
+include cluster/Kbuild
+cluster-objs := $(addprefix $(out)cluster/,$(obj-y))
+cluster-libs := $(sort $(libs-y))
+
 # ---------------------------------------------------------------------------
 # Flags
 
 include-dirs := $(out)include/generated arch/include arch/$(SRCARCH)/include \
-		sync/include core/include io/include
+		sync/include core/include io/include cluster/include
 
 KBUILD_CFLAGS := -std=gnu11 -g -pthread -fPIC -fvisibility=hidden \
 		 -D_GNU_SOURCE -Wall -Wextra -Werror \
@@ -140,7 +155,7 @@ c_flags = $(KBUILD_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(EXTRA_CFLAGS) $(ccflags-y) \
 ld_flags = -pthread $(KBUILD_LDFLAGS) $(LDFLAGS)
 
 # Anything that changes the command line rebuilds every object.
-flags-sig := $(CC) $(CONFIG_URING) $(KBUILD_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
+flags-sig := $(CC) $(CONFIG_URING) $(CONFIG_NATS) $(KBUILD_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
 	     $(EXTRA_CFLAGS) $(ld_flags)
 flags-file := $(out).aorta-flags
 
@@ -179,10 +194,15 @@ CHECKFLAGS := -Wsparse-error -Wno-non-pointer-null -Wno-decl
 lib-a	:= $(out)libaorta.a
 lib-so	:= $(out)libaorta.so.$(VERSION)
 lib-so-links := $(out)libaorta.so.$(SOVERSION) $(out)libaorta.so
+cluster-a := $(out)libaorta-cluster.a
+cluster-so := $(out)libaorta-cluster.so.$(VERSION)
+cluster-so-links := $(out)libaorta-cluster.so.$(SOVERSION) \
+		    $(out)libaorta-cluster.so
 config-h := $(out)include/generated/aorta/config.h
 
 PHONY := all
-all: $(lib-a) $(lib-so) $(lib-so-links)
+all: $(lib-a) $(lib-so) $(lib-so-links) $(cluster-a) $(cluster-so) \
+     $(cluster-so-links)
 
 $(flags-file): FORCE
 	@mkdir -p $(dir $@)
@@ -226,6 +246,34 @@ $(out)libaorta.so.$(SOVERSION): $(lib-so)
 $(out)libaorta.so: $(out)libaorta.so.$(SOVERSION)
 	$(call cmd,ln)
 
+# libaorta-cluster: its own archive, and a shared library that needs
+# libaorta.so and libnats.  A program links the archive before libaorta's
+# (cluster-prog-libs, added after a program's own objects and archives).
+$(out)libaorta-cluster.map: Makefile
+	@mkdir -p $(dir $@)
+	@echo '  GEN     $@'
+	@printf 'AORTA_CLUSTER_$(SOVERSION) {\n\tglobal: ao_*;\n\tlocal: *;\n};\n' > $@
+
+quiet_cmd_ld_cluster_so = LD      $@
+      cmd_ld_cluster_so = $(CC) -shared \
+		  -Wl,-soname,libaorta-cluster.so.$(SOVERSION) \
+		  -Wl,--version-script=$(out)libaorta-cluster.map $(ld_flags) \
+		  -o $@ $(filter %.o,$^) -L$(or $(out),.) -laorta \
+		  $(cluster-libs) $(lib-libs)
+
+$(cluster-a): $(cluster-objs)
+	$(call cmd,ar)
+
+$(cluster-so): $(cluster-objs) $(out)libaorta-cluster.map $(lib-so-links)
+	$(call cmd,ld_cluster_so)
+
+$(out)libaorta-cluster.so.$(SOVERSION): $(cluster-so)
+	$(call cmd,ln)
+$(out)libaorta-cluster.so: $(out)libaorta-cluster.so.$(SOVERSION)
+	$(call cmd,ln)
+
+cluster-prog-libs := $(cluster-a) $(lib-a) $(cluster-libs)
+
 # ---------------------------------------------------------------------------
 # Tests: every tests/test_*.c is one CMocka runner; tests/helpers.c is
 # linked into each, and test-links-<runner> (below, with the tools) into
@@ -236,6 +284,10 @@ test-bins	:= $(patsubst %.c,$(out)%,$(test-srcs))
 test-helpers	:= $(out)tests/helpers.o
 
 $(test-bins): prog-libs = -lcmocka -lm
+# The cluster's runners (tests/test_cluster*.c) link libaorta-cluster.
+cluster-test-bins := $(filter $(out)tests/test_cluster%,$(test-bins))
+$(cluster-test-bins): $(cluster-a)
+$(cluster-test-bins): prog-libs += $(cluster-prog-libs)
 
 PHONY += tests check check-run installcheck
 tests: $(test-bins)
@@ -248,7 +300,7 @@ check: deps
 
 # The symbols test reads libaorta.so, which the tests do not link.
 ifeq ($(SANITIZE),)
-check-run: $(lib-so-links)
+check-run: $(lib-so-links) $(cluster-so-links)
 endif
 
 # The runners that drive the tools (ao-echo, ao-load) find them through
@@ -271,7 +323,7 @@ installcheck: all
 # The manual pages: lint, a page per public function and per tool (the
 # tools are listed below, where tool-bins is defined).
 PHONY += mancheck
-mancheck: $(lib-so)
+mancheck: $(lib-so) $(cluster-so-links)
 	$(Q)sh tests/man-test.sh "$(out)" "$(SRCARCH)" "$(man-tools)"
 
 # ---------------------------------------------------------------------------
@@ -294,6 +346,8 @@ bench-common	:= $(out)tools/bench/bench.o $(out)tools/bench/child.o \
 		   $(wildcard tools/bench/baseline/*.c)))
 
 $(bench-bins): prog-libs = -lm
+$(out)tools/bench/busbench: $(cluster-a)
+$(out)tools/bench/busbench: prog-libs += $(cluster-prog-libs)
 $(bench-bins): $(out)tools/bench/%: $(out)tools/bench/%.o $(bench-common) \
 	       $(lib-a)
 	$(call cmd,ld_prog)
@@ -325,6 +379,12 @@ $(out)tools/$(1)/ao-$(1): $(patsubst %.c,$(out)%.o,$(wildcard tools/$(1)/*.c)) \
 	$$(call cmd,ld_prog)
 endef
 $(foreach t,$(tool-dirs),$(eval $(call tool_rule,$(t))))
+# ao-arena links libaorta-cluster (--nats; without cnats its calls say
+# -ENOSYS and ao-arena says it has no cluster), and so does what links
+# room.o.
+$(out)tools/arena/ao-arena $(out)tests/test_arena: $(cluster-a)
+$(out)tools/arena/ao-arena $(out)tests/test_arena: \
+	prog-libs += $(cluster-prog-libs)
 
 # ao-arena serves the files of tools/arena/viewer/ over HTTP, embedded at
 # build time as byte arrays (tools/arena/embed.sh: od and awk, no xxd), so
@@ -349,7 +409,8 @@ tool-objs = $(patsubst %.c,$(out)%.o,$(filter-out tools/$(1)/main.c, \
 test-links-test_load		:= $(call tool-objs,load) $(tools-lib)
 test-links-test_load_hist	:= $(tools-lib)
 test-links-test_arena		:= $(addprefix $(out)tools/arena/, room.o \
-				   web.o metrics.o viewer_files.o) $(tools-lib)
+				   web.o metrics.o viewer_files.o cluster.o) \
+				   $(tools-lib)
 test-links-test_arena_proto	:= $(tools-lib)
 test-links-test_tools		:= $(out)tools/bench/child.o
 test-links-test_bots		:= $(out)tools/bots/bot.o $(tools-lib)
@@ -426,6 +487,17 @@ demo-game: deps
 	$(Q)sh tools/demo-game.sh "$(abspath $(out)tools)" \
 		"$(DEMO_GAME_TIME)" "$(DEMO_GAME_PLAYERS)"
 
+# The cluster demo: nats-server, three ao-arena nodes, DEMO_CLUSTER_PLAYERS
+# ao-bots over them for DEMO_CLUSTER_TIME, one node killed half-way.
+DEMO_CLUSTER_TIME ?= 20s
+DEMO_CLUSTER_PLAYERS ?= 600
+PHONY += demo-cluster
+demo-cluster: deps
+	$(Q)$(MAKE) $(demo-jobs) $(out)tools/arena/ao-arena \
+		$(out)tools/bots/ao-bots
+	$(Q)sh tools/demo-cluster.sh "$(abspath $(out)tools)" \
+		"$(DEMO_CLUSTER_TIME)" "$(DEMO_CLUSTER_PLAYERS)"
+
 # ---------------------------------------------------------------------------
 # Reliability: fuzzing (clang's libFuzzer), the soak run, the model check.
 
@@ -480,6 +552,8 @@ verify:
 
 DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3 \
 	     python3-websockets prometheus
+# cluster/: the NATS C client and the server its tests start.
+DEPS_PKGS += libnats-dev nats-server
 ifneq ($(filter 1 2,$(C)),)
 DEPS_PKGS += sparse
 endif
@@ -523,13 +597,15 @@ mandir ?= $(PREFIX)/share/man
 # What install puts where, listed once so that uninstall removes exactly
 # that: headers as root:aorta/path.h, the tools, the manual pages.
 hdr-roots := arch/include arch/$(SRCARCH)/include sync/include \
-	     core/include io/include
+	     core/include io/include cluster/include
 hdr-pairs := $(foreach r,$(hdr-roots),$(foreach h,$(sort $(wildcard \
 	     $(r)/aorta/*.h $(r)/aorta/*/*.h)),$(r):$(h:$(r)/%=%))) \
 	     $(out)include/generated:aorta/config.h
 hdr-installed := $(foreach p,$(hdr-pairs),$(lastword $(subst :, ,$(p))))
 lib-installed := libaorta.a libaorta.so.$(VERSION) \
-		 libaorta.so.$(SOVERSION) libaorta.so
+		 libaorta.so.$(SOVERSION) libaorta.so \
+		 libaorta-cluster.a libaorta-cluster.so.$(VERSION) \
+		 libaorta-cluster.so.$(SOVERSION) libaorta-cluster.so
 man-pages := $(sort $(wildcard man/man[1-9]/*.[1-9]))
 
 # aorta.pc says where install puts things, so it is rewritten whenever
@@ -556,8 +632,30 @@ $(out)aorta.pc: FORCE
 	 if cmp -s $@.tmp $@; then rm -f $@.tmp; \
 	 else mv $@.tmp $@; echo '  GEN     $@'; fi
 
+# aorta-cluster.pc: the bus layer, on aorta.
+define AO_CLUSTER_PC_TEXT
+prefix=$(PREFIX)
+exec_prefix=$${prefix}
+libdir=$(call pc-rel,$(libdir),exec_prefix)
+includedir=$(call pc-rel,$(includedir))
+
+Name: aorta-cluster
+Description: aorta's bus layer: nodes, peers, messages on strands, a KV directory over NATS
+Version: $(VERSION)
+Requires: aorta = $(VERSION)
+Cflags: -I$${includedir}
+Libs: -L$${libdir} -laorta-cluster
+Libs.private: $(cluster-libs)
+endef
+export AO_CLUSTER_PC_TEXT
+$(out)aorta-cluster.pc: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' "$$AO_CLUSTER_PC_TEXT" > $@.tmp; \
+	 if cmp -s $@.tmp $@; then rm -f $@.tmp; \
+	 else mv $@.tmp $@; echo '  GEN     $@'; fi
+
 PHONY += install uninstall
-install: all $(tool-bins) $(out)aorta.pc
+install: all $(tool-bins) $(out)aorta.pc $(out)aorta-cluster.pc
 	@echo '  INSTALL $(DESTDIR)$(PREFIX)'
 	$(Q)$(INSTALL) -d $(DESTDIR)$(includedir) $(DESTDIR)$(libdir) \
 		$(DESTDIR)$(pcdir) $(DESTDIR)$(bindir)
@@ -570,7 +668,14 @@ install: all $(tool-bins) $(out)aorta.pc
 	$(Q)ln -sf libaorta.so.$(VERSION) \
 		$(DESTDIR)$(libdir)/libaorta.so.$(SOVERSION)
 	$(Q)ln -sf libaorta.so.$(SOVERSION) $(DESTDIR)$(libdir)/libaorta.so
-	$(Q)$(INSTALL) -m 644 $(out)aorta.pc $(DESTDIR)$(pcdir)/
+	$(Q)$(INSTALL) -m 644 $(cluster-a) $(DESTDIR)$(libdir)/
+	$(Q)$(INSTALL) -m 755 $(cluster-so) $(DESTDIR)$(libdir)/
+	$(Q)ln -sf libaorta-cluster.so.$(VERSION) \
+		$(DESTDIR)$(libdir)/libaorta-cluster.so.$(SOVERSION)
+	$(Q)ln -sf libaorta-cluster.so.$(SOVERSION) \
+		$(DESTDIR)$(libdir)/libaorta-cluster.so
+	$(Q)$(INSTALL) -m 644 $(out)aorta.pc $(out)aorta-cluster.pc \
+		$(DESTDIR)$(pcdir)/
 	$(Q)$(INSTALL) -m 755 $(tool-bins) $(DESTDIR)$(bindir)/
 	$(Q)for m in $(man-pages); do \
 		$(INSTALL) -D -m 644 $$m $(DESTDIR)$(mandir)/$${m#man/}; \
@@ -582,7 +687,7 @@ uninstall:
 	@echo '  UNINST  $(DESTDIR)$(PREFIX)'
 	$(Q)rm -f $(addprefix $(DESTDIR)$(includedir)/,$(hdr-installed)) \
 		$(addprefix $(DESTDIR)$(libdir)/,$(lib-installed)) \
-		$(DESTDIR)$(pcdir)/aorta.pc \
+		$(DESTDIR)$(pcdir)/aorta.pc $(DESTDIR)$(pcdir)/aorta-cluster.pc \
 		$(addprefix $(DESTDIR)$(bindir)/,$(notdir $(tool-bins))) \
 		$(addprefix $(DESTDIR)$(mandir)/,$(man-pages:man/%=%))
 	$(Q)if [ -d $(DESTDIR)$(includedir)/aorta ]; then \
@@ -590,14 +695,16 @@ uninstall:
 			-delete; fi
 
 # ---------------------------------------------------------------------------
-# Debian packages (debian/): libaorta0, libaorta-dev, aorta-tools.  The
-# tree (tracked and new files, not ignored ones) is copied to
+# Debian packages (debian/): libaorta0, libaorta-dev, libaorta-cluster0,
+# libaorta-cluster-dev, aorta-tools.  The tree (tracked and new files, not
+# ignored ones) is copied to
 # $(out)deb/aorta-$(VERSION)/ and dpkg-buildpackage runs there, so the
 # source tree gets nothing; the packages land in $(out)deb/.
 # debcheck installs them into a scratch root (DEB_INSTALL=system: into
 # the system with apt-get, then purges them) and uses them.
 
-DEB_PKGS := dpkg-dev debhelper liburing-dev libcmocka-dev pkg-config
+DEB_PKGS := dpkg-dev debhelper liburing-dev libcmocka-dev pkg-config \
+	    libnats-dev
 deb-dir := $(out)deb
 deb-src := $(deb-dir)/aorta-$(VERSION)
 DEB_INSTALL ?= root
@@ -631,6 +738,8 @@ clean:
 	$(Q)find $(if $(out),$(out),.) \( -name '*.o' -o -name '*.d' \) \
 		-not -path './.git/*' -delete 2>/dev/null || true
 	$(Q)rm -f $(lib-a) $(lib-so) $(lib-so-links) $(out)libaorta.map \
+		$(cluster-a) $(cluster-so) $(cluster-so-links) \
+		$(out)libaorta-cluster.map $(out)aorta-cluster.pc \
 		$(out)aorta.pc $(flags-file) $(test-bins) $(bench-bins) \
 		$(baseline-progs) $(tool-bins) $(tools-lib) $(example-bins) \
 		$(out)tests/*.log $(out)tests/install-smoke* \
@@ -642,7 +751,7 @@ distclean: clean
 	$(Q)rm -rf build build-*
 
 c-files = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
-	    find arch sync core io tests tools -name '*.[ch]')
+	    find arch sync core io cluster tests tools -name '*.[ch]')
 
 format:
 	$(Q)clang-format -i $(c-files)
@@ -652,7 +761,9 @@ format-check:
 
 help:
 	@echo 'Targets:'
-	@echo '  all (default)   - libaorta.a and libaorta.so'
+	@echo '  all (default)   - libaorta.a and libaorta.so, and the bus layer'
+	@echo '                    libaorta-cluster.a and .so (cnats; stubs'
+	@echo '                    returning -ENOSYS without nats.h)'
 	@echo '  check           - build and run every CMocka test, then the'
 	@echo '                    install test (installs missing packages)'
 	@echo '  tests           - build the tests without running them'
@@ -671,6 +782,8 @@ help:
 	@echo '                    bots for DEMO_GAME_TIME=10s), verified, and'
 	@echo '                    the input-to-visible latency plot; it'
 	@echo '                    prints the viewer URL to open meanwhile'
+	@echo '  demo-cluster    - nats-server, three ao-arena nodes, 600 ao-bots'
+	@echo '                    over them for 20s, one node killed at 10s'
 	@echo '  fuzz            - libFuzzer (clang) over the parsers for'
 	@echo '                    FUZZ_TIME seconds (60)'
 	@echo '  soak            - ao-echo and ao-arena under load, churn and'
@@ -685,7 +798,8 @@ help:
 	@echo '                    DESTDIR=; bindir= libdir= includedir='
 	@echo '                    mandir= pcdir= override one folder)'
 	@echo '  uninstall       - remove what install put there'
-	@echo '  deb             - Debian packages libaorta0, libaorta-dev and'
+	@echo '  deb             - Debian packages libaorta0, libaorta-dev,'
+	@echo '                    libaorta-cluster0, libaorta-cluster-dev and'
 	@echo '                    aorta-tools in $(deb-dir)/ (dpkg-buildpackage)'
 	@echo '  debcheck        - build them, install them into a scratch root'
 	@echo '                    (DEB_INSTALL=system: apt-get, then purge),'
@@ -716,7 +830,8 @@ FORCE:
 .PHONY: $(PHONY)
 .DELETE_ON_ERROR:
 
--include $(lib-objs:.o=.d) $(test-bins:=.d) $(test-helpers:.o=.d) \
+-include $(lib-objs:.o=.d) $(cluster-objs:.o=.d) $(test-bins:=.d) \
+	 $(test-helpers:.o=.d) \
 	 $(bench-bins:=.d) $(bench-common:.o=.d) $(baseline-progs:=.d) \
 	 $(example-bins:=.d) $(out)tests/fuzz/*.d \
 	 $(foreach t,$(tool-dirs),$(patsubst %.c,$(out)%.d, \

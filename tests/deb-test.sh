@@ -26,7 +26,9 @@ ver=$(dpkg-parsechangelog -l debian/changelog -S Version)
 lib="$dir/libaorta0_${ver}_$arch.deb"
 dev="$dir/libaorta-dev_${ver}_$arch.deb"
 tools="$dir/aorta-tools_${ver}_$arch.deb"
-for d in "$lib" "$dev" "$tools"; do
+clib="$dir/libaorta-cluster0_${ver}_$arch.deb"
+cdev="$dir/libaorta-cluster-dev_${ver}_$arch.deb"
+for d in "$lib" "$dev" "$tools" "$clib" "$cdev"; do
 	[ -f "$d" ] || { echo "deb-test: no $d (make deb first)"; exit 1; }
 done
 
@@ -58,13 +60,28 @@ has "$tools" '^\./usr/bin/ao-echo$'
 has "$tools" '^\./usr/bin/ao-load$'
 has "$tools" '^\./usr/share/man/man1/ao-echo\.1\.gz$'
 hasnt "$tools" '/include/|/lib/|/man3/'
+# The bus layer in packages of its own: libaorta does not need libnats.
+has "$clib" "^\./usr/lib/$ma/libaorta-cluster\.so\.0$"
+hasnt "$clib" '\.a$|\.h$|\.pc$|/bin/|/man/'
+has "$cdev" '^\./usr/include/aorta/cluster/node\.h$'
+has "$cdev" "^\./usr/lib/$ma/libaorta-cluster\.a$"
+has "$cdev" "^\./usr/lib/$ma/pkgconfig/aorta-cluster\.pc$"
+has "$cdev" '^\./usr/share/man/man3/ao_node\.3\.gz$'
+has "$cdev" '^\./usr/share/man/man3/ao_kv_create\.3\.gz$'
+hasnt "$dev" '/cluster/|/ao_node|/ao_kv'
+if dpkg-deb -f "$lib" Depends | grep -q nats; then
+	bad "libaorta0 depends on libnats"
+else
+	ok
+fi
 
 if [ "$mode" = system ]; then
 	sudo=
 	[ "$(id -u)" = 0 ] || sudo=sudo
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
 		"$(realpath "$lib")" "$(realpath "$dev")" \
-		"$(realpath "$tools")" >/dev/null
+		"$(realpath "$tools")" "$(realpath "$clib")" \
+		"$(realpath "$cdev")" >/dev/null
 	root=
 	unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 	libpath=
@@ -72,7 +89,7 @@ if [ "$mode" = system ]; then
 else
 	root="$(realpath "$dir")/root"
 	rm -rf "$root"
-	for d in "$lib" "$dev" "$tools"; do
+	for d in "$lib" "$dev" "$tools" "$clib" "$cdev"; do
 		dpkg-deb -x "$d" "$root"
 	done
 	export PKG_CONFIG_PATH="$root/usr/lib/$ma/pkgconfig"
@@ -98,6 +115,19 @@ else
 fi
 if LD_LIBRARY_PATH="$libpath" "$prog" 100000 2; then ok; else
 	bad "the program built against the packages failed"
+fi
+
+# A program of the bus layer, with pkg-config aorta-cluster alone.
+printf '%s\n' '#include <errno.h>' '#include <aorta/cluster/node.h>' \
+	'int main(void) { struct ao_node *n; int e =' \
+	'ao_node_create(0, &n); return e != -EINVAL && e != -ENOSYS; }' \
+	>"$dir/cluster.c"
+if ${CC:-cc} -o "$dir/cluster" "$dir/cluster.c" \
+	$(pkg-config --cflags --libs aorta-cluster) &&
+	LD_LIBRARY_PATH="$libpath" "$dir/cluster"; then
+	ok
+else
+	bad "a program built with pkg-config aorta-cluster failed"
 fi
 
 # The packaged tools: ao-echo serves ao-load.
@@ -134,7 +164,8 @@ fi
 
 if [ "$mode" = system ]; then
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get purge -y -qq \
-		aorta-tools libaorta-dev libaorta0 >/dev/null
+		libaorta-cluster-dev libaorta-cluster0 aorta-tools \
+		libaorta-dev libaorta0 >/dev/null
 	if [ -e /usr/include/aorta ] || [ -e /usr/bin/ao-echo ] ||
 		[ -e "/usr/lib/$ma/libaorta.so.0" ]; then
 		bad "files left after purge"

@@ -70,6 +70,21 @@ check_prefix() {
 	if "$prog-static" >/dev/null; then ok; else
 		bad "PREFIX=$prefix: the static program failed"
 	fi
+	# libaorta-cluster through its own name (on aorta): -EINVAL for no
+	# configuration, or -ENOSYS when built without cnats.
+	printf '%s\n' '#include <errno.h>' '#include <aorta/cluster/node.h>' \
+		'int main(void) { struct ao_node *n; int e =' \
+		'ao_node_create(0, &n); return e != -EINVAL && e != -ENOSYS; }' \
+		>"$prog-cluster.c"
+	if ${CC:-cc} -o "$prog-cluster" "$prog-cluster.c" \
+		$(pkg-config --cflags --libs aorta-cluster) &&
+		LD_LIBRARY_PATH="$root$prefix/lib" "$prog-cluster"; then
+		ok
+	else
+		bad "PREFIX=$prefix: a program built with pkg-config" \
+			"aorta-cluster failed"
+	fi
+	rm -f "$prog-cluster.c"
 	unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 	check_tools_man
 	check_uninstall

@@ -67,8 +67,11 @@ if [ ! -f "$so" ]; then
 	exit 1
 fi
 hdrs=$(find arch/include "arch/$srcarch/include" sync/include core/include \
-	io/include -name '*.h' | sort)
-funcs=$( (nm -D --defined-only "$so" | awk '$2 == "T" { print $3 }' |
+	io/include cluster/include -name '*.h' | sort)
+# cluster/'s functions are in their own library, libaorta-cluster.so.
+cso="${out}libaorta-cluster.so"
+[ -f "$cso" ] || cso=
+funcs=$( (nm -D --defined-only "$so" $cso | awk '$2 == "T" { print $3 }' |
 	sed 's/@.*//'
 	# shellcheck disable=SC2086
 	grep -hoE '^static [^(]*[ *]ao_[a-z][a-z0-9_]*\(' $hdrs |

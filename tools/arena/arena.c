@@ -33,6 +33,7 @@
 #include "../common/serve.h"
 #include "../common/parse.h"
 #include "arena.h"
+#include "cluster.h"
 
 #define NS 1000000000ull
 #define MS 1000000ull
@@ -45,6 +46,7 @@ enum {
 
 struct opts {
 	struct arena_opts a;
+	struct cluster_opts cl;
 	uint64_t stats_ns;
 	bool json;
 };
@@ -78,6 +80,11 @@ static void usage(FILE *f)
 		"                          comparison: what a server without\n"
 		"                          refcounted buffers does)\n"
 		"      --precise           ticks in the timers' precise mode\n"
+		"Cluster (several nodes share the rooms over NATS):\n"
+		"      --nats=URL          join the cluster on this NATS server\n"
+		"                          (JetStream on); without it, one process\n"
+		"      --node=NAME         this node's name (with --nats; default\n"
+		"                          the host name and pid)\n"
 		"Limits:\n"
 		"      --buffers=N         buffers in the pool (default 4 per player\n"
 		"                          + 1024)\n"
@@ -117,6 +124,8 @@ enum {
 	OPT_JSON,
 	OPT_HELLO,
 	OPT_IDLE,
+	OPT_NATS,
+	OPT_NODE,
 };
 
 static const struct option long_opts[] = {
@@ -134,6 +143,8 @@ static const struct option long_opts[] = {
 	{ "idle-timeout", required_argument, NULL, OPT_IDLE },
 	{ "copy-broadcast", no_argument, NULL, OPT_COPY },
 	{ "precise", no_argument, NULL, OPT_PRECISE },
+	{ "nats", required_argument, NULL, OPT_NATS },
+	{ "node", required_argument, NULL, OPT_NODE },
 	{ "buffers", required_argument, NULL, OPT_BUFFERS },
 	{ "sndbuf", required_argument, NULL, OPT_SNDBUF },
 	{ "drain-timeout", required_argument, NULL, OPT_DRAIN },
@@ -231,6 +242,12 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_PRECISE:
 			a->precise = true;
 			break;
+		case OPT_NATS:
+			o->cl.url = optarg;
+			break;
+		case OPT_NODE:
+			o->cl.node = optarg;
+			break;
 		case OPT_BUFFERS:
 			a->buffers = (uint32_t)need_count("buffers", optarg, 16,
 							  AO_BUFPOOL_MAX_COUNT);
@@ -279,6 +296,7 @@ struct snap {
 	struct arena_stats ar;
 	struct ao_io_stats io;
 	struct ao_exec_stats ex;
+	struct cluster_stats cl;
 	struct ao_timers_stats tm;
 	uint32_t pool_total, pool_in_use;
 	uint64_t pool_exhausted;
@@ -343,6 +361,7 @@ static void take_snap(struct state *s, struct snap *sn)
 	memset(sn, 0, sizeof(*sn));
 	sn->t_ns = now_ns() - s->t0;
 	arena_stats(s->a, &sn->ar);
+	cluster_stats(s->a, &sn->cl);
 	ao_server_stats(srv, -1, &sn->io);
 	ao_exec_stats(arena_exec(s->a), &sn->ex);
 	ao_timers_stats(arena_timers(s->a), &sn->tm);
@@ -358,6 +377,41 @@ static void take_snap(struct state *s, struct snap *sn)
 		sn->cpu_sys_s = (double)ru.ru_stime.tv_sec +
 				(double)ru.ru_stime.tv_usec / 1e6;
 	}
+}
+
+static void print_bus_json(const struct cluster_stats *b)
+{
+	printf(",\"bus\":{\"connected\":%s,\"msgs_in\":%llu,"
+	       "\"bytes_in\":%llu,\"msgs_out\":%llu,\"bytes_out\":%llu,"
+	       "\"pub_dropped\":%llu,\"in_dropped\":%llu,\"requests\":%llu,"
+	       "\"timeouts\":%llu,\"no_responders\":%llu,"
+	       "\"disconnects\":%llu,\"reconnects\":%llu,\"peers\":%llu,"
+	       "\"peers_down\":%llu,\"rooms_owned\":%llu,\"proxies\":%llu,"
+	       "\"players_forwarded\":%llu,\"ghost_joins\":%llu,"
+	       "\"stale_dropped\":%llu,\"room_lost\":%llu,"
+	       "\"takeovers\":%llu,\"evicted\":%llu,\"fenced_ticks\":%llu,"
+	       "\"bus_snaps_out\":%llu,\"bus_snaps_in\":%llu,"
+	       "\"kv_ops\":%llu,\"kv_conflicts\":%llu,\"kv_errors\":%llu}",
+	       b->connected ? "true" : "false", (unsigned long long)b->msgs_in,
+	       (unsigned long long)b->bytes_in, (unsigned long long)b->msgs_out,
+	       (unsigned long long)b->bytes_out,
+	       (unsigned long long)b->pub_dropped,
+	       (unsigned long long)b->in_dropped,
+	       (unsigned long long)b->requests, (unsigned long long)b->timeouts,
+	       (unsigned long long)b->no_responders,
+	       (unsigned long long)b->disconnects,
+	       (unsigned long long)b->reconnects, (unsigned long long)b->peers,
+	       (unsigned long long)b->peers_down,
+	       (unsigned long long)b->rooms_owned,
+	       (unsigned long long)b->proxies, (unsigned long long)b->forwarded,
+	       (unsigned long long)b->ghosts, (unsigned long long)b->stale,
+	       (unsigned long long)b->room_lost,
+	       (unsigned long long)b->takeovers, (unsigned long long)b->evicted,
+	       (unsigned long long)b->fenced_ticks,
+	       (unsigned long long)b->snaps_out,
+	       (unsigned long long)b->snaps_in, (unsigned long long)b->kv_ops,
+	       (unsigned long long)b->kv_conflicts,
+	       (unsigned long long)b->kv_errors);
 }
 
 static void print_json(struct state *s, const struct snap *sn, bool final,
@@ -447,6 +501,8 @@ static void print_json(struct state *s, const struct snap *sn, bool final,
 	       (unsigned long long)sn->pool_rss_kb, sn->cpu_user_s,
 	       sn->cpu_sys_s,
 	       (double)(ar->snaps_sent - s->last.ar.snaps_sent) / dt);
+	if (s->o.cl.url)
+		print_bus_json(&sn->cl);
 	if (final)
 		printf(",\"status\":\"%s\"}\n", status);
 	else
@@ -549,6 +605,45 @@ static void print_final_text(struct state *s, const struct snap *sn,
 	       (unsigned long long)sn->rss_kb,
 	       (unsigned long long)sn->pool_rss_kb, sn->cpu_user_s,
 	       sn->cpu_sys_s);
+	if (s->o.cl.url) {
+		const struct cluster_stats *b = &sn->cl;
+
+		printf("  bus          %llu msgs in (%llu bytes), %llu out (%llu "
+		       "bytes), %llu publishes dropped; %llu requests, %llu "
+		       "timeouts, %llu no-responders; %llu disconnects, %llu "
+		       "reconnects\n",
+		       (unsigned long long)b->msgs_in,
+		       (unsigned long long)b->bytes_in,
+		       (unsigned long long)b->msgs_out,
+		       (unsigned long long)b->bytes_out,
+		       (unsigned long long)b->pub_dropped,
+		       (unsigned long long)b->requests,
+		       (unsigned long long)b->timeouts,
+		       (unsigned long long)b->no_responders,
+		       (unsigned long long)b->disconnects,
+		       (unsigned long long)b->reconnects);
+		printf("  snapshots    %llu published on the bus (one per room "
+		       "and tick with players elsewhere), %llu received (one per "
+		       "room elsewhere with players here and tick)\n",
+		       (unsigned long long)b->snaps_out,
+		       (unsigned long long)b->snaps_in);
+		printf("  cluster      %llu peers (%llu declared dead), %llu rooms "
+		       "owned, %llu of other nodes; %llu players forwarded, "
+		       "%llu of other nodes applied here; %llu stale messages "
+		       "dropped, %llu room_lost sent, %llu rooms taken over, "
+		       "%llu given away, %llu ticks fenced\n",
+		       (unsigned long long)b->peers,
+		       (unsigned long long)b->peers_down,
+		       (unsigned long long)b->rooms_owned,
+		       (unsigned long long)b->proxies,
+		       (unsigned long long)b->forwarded,
+		       (unsigned long long)b->ghosts,
+		       (unsigned long long)b->stale,
+		       (unsigned long long)b->room_lost,
+		       (unsigned long long)b->takeovers,
+		       (unsigned long long)b->evicted,
+		       (unsigned long long)b->fenced_ticks);
+	}
 	printf("  stop         %s\n", status);
 	fflush(stdout);
 }
@@ -584,8 +679,25 @@ int main(int argc, char **argv)
 	if (sfd < 0)
 		return EXIT_RUNTIME;
 
+	if (s.o.cl.node && !s.o.cl.url)
+		bad_usage("--node needs --nats");
 	if (arena_start(&s.o.a, &s.a))
 		return EXIT_RUNTIME;
+	if (s.o.cl.url) {
+		static char host[80];
+
+		if (!s.o.cl.node) {
+			gethostname(host, 40);
+			host[40] = 0;
+			snprintf(host + strlen(host), 40, "-%d", (int)getpid());
+			s.o.cl.node = host;
+		}
+		if (cluster_start(s.a, &s.o.cl)) {
+			arena_stop(s.a);
+			arena_destroy(s.a);
+			return EXIT_RUNTIME;
+		}
+	}
 	s.t0 = now_ns();
 	s.backend = ao_server_backend(arena_server(s.a));
 	s.rings = ao_server_rings(arena_server(s.a));
@@ -622,6 +734,7 @@ int main(int argc, char **argv)
 
 	if (!s.o.a.quiet)
 		fprintf(stderr, "%s: stopping\n", prog);
+	cluster_stop(s.a);
 	err = arena_stop(s.a);
 	if (err) {
 		status = err == -ETIMEDOUT ? "stop timed out" : "stop failed";
@@ -632,6 +745,7 @@ int main(int argc, char **argv)
 		status = "rooms inconsistent after the stop";
 		rc = EXIT_RUNTIME;
 	}
+	cluster_destroy(s.a);
 	err = arena_destroy(s.a);
 	if (err) {
 		status = "leaked buffers or connections";

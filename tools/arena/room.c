@@ -64,6 +64,7 @@
 #include <aorta/io/server.h>
 #include <aorta/sync/spinlock.h>
 #include "room.h"
+#include "cluster.h"
 
 #define NS 1000000000ull
 
@@ -105,8 +106,7 @@ static struct ao_buf *payload_buf(struct arena *a, const uint8_t *p, size_t len)
 }
 
 /* Send one payload to one connection (a reply). */
-static int reply(struct arena *a, struct ao_conn *c, const uint8_t *p,
-		 size_t len)
+int reply(struct arena *a, struct ao_conn *c, const uint8_t *p, size_t len)
 {
 	struct ao_buf *b = payload_buf(a, p, len);
 	int r;
@@ -159,6 +159,8 @@ static bool send_shared(struct arena *a, struct player *m, struct ao_buf *buf,
 {
 	struct ao_buf *copy;
 
+	if (m->ghost) /* its node gets the room's copy (cluster.c) */
+		return true;
 	if (!a->o.copy_broadcast) {
 		ao_conn_send_packet(m->conn, buf);
 		return true;
@@ -179,7 +181,7 @@ static bool send_shared(struct arena *a, struct player *m, struct ao_buf *buf,
 /* ------------------------------------------------------------------ */
 /* Players */
 
-static void player_free(struct player *p)
+void player_free(struct player *p)
 {
 	struct arena *a = p->a;
 
@@ -194,12 +196,15 @@ static void player_free(struct player *p)
 	ao_timer_cancel_sync(&p->timer);
 	ao_timer_cancel_sync(&p->timer);
 	free(p->deferred.ev);
-	ao_conn_put(p->conn);
+	if (p->ghost)
+		cluster_ghost_free(p);
+	else
+		ao_conn_put(p->conn);
 	free(p);
 	SUB(a->st.players, 1);
 }
 
-static int inbox_push(struct inbox *in, const struct event *e)
+int inbox_push(struct inbox *in, const struct event *e)
 {
 	if (in->n == in->cap) {
 		uint32_t cap = in->cap ? 2 * in->cap : 64;
@@ -214,7 +219,7 @@ static int inbox_push(struct inbox *in, const struct event *e)
 	return 0;
 }
 
-static int room_push(struct room *r, const struct event *e)
+int room_push(struct room *r, const struct event *e)
 {
 	int err;
 
@@ -229,11 +234,27 @@ static int room_push(struct room *r, const struct event *e)
 
 static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev);
 
-/* A new room (under the lobby lock), its tick armed. */
-static struct room *room_new(struct arena *a)
+/* Arm a room's tick.  Rooms' phases are spread over the period (golden
+ * ratio steps of the room number). */
+int room_arm(struct room *r)
 {
-	uint32_t idx = a->nrooms, phase;
-	uint64_t now, first, k;
+	struct arena *a = r->a;
+	uint32_t phase = (r->id - 1) * 2654435769u;
+	uint64_t now = ao_timers_now(a->timers), first, k;
+
+	k = (now - a->base) / a->period + 1;
+	first = a->base + k * a->period +
+		(uint64_t)(((unsigned __int128)a->period * phase) >> 32);
+	return ao_timer_arm_periodic(&r->tick, first, a->period,
+				     a->o.precise ? AO_TIMER_PRECISE : 0);
+}
+
+/* A new room (under the lobby lock), its tick armed; id 0: the next
+ * number.  cluster.c gives its own number and cl, and arms it itself
+ * once cl is ready. */
+struct room *room_new(struct arena *a, uint32_t id, struct croom *cl)
+{
+	uint32_t idx = a->nrooms;
 	struct room *r;
 
 	if (a->nrooms == a->cap_rooms) {
@@ -268,18 +289,12 @@ static struct room *room_new(struct arena *a)
 		return NULL;
 	}
 	r->a = a;
-	r->id = idx + 1;
+	r->id = id ? id : idx + 1;
 	ao_spin_init(&r->lock);
 	ao_strand_init(&r->strand, a->exec);
 	ao_timer_init_strand(&r->tick, &r->strand, room_tick);
-	/* Spread the rooms' phases over the period (golden ratio steps). */
-	phase = idx * 2654435769u;
-	now = ao_timers_now(a->timers);
-	k = (now - a->base) / a->period + 1;
-	first = a->base + k * a->period +
-		(uint64_t)(((unsigned __int128)a->period * phase) >> 32);
-	if (ao_timer_arm_periodic(&r->tick, first, a->period,
-				  a->o.precise ? AO_TIMER_PRECISE : 0)) {
+	r->cl = cl;
+	if (!cl && room_arm(r)) {
 		free(r->watchers);
 		free(r->members);
 		free(r->joiners);
@@ -302,6 +317,10 @@ static struct room *lobby_pick(struct arena *a, uint32_t want, int *err)
 	uint32_t i;
 
 	ao_spin_lock(&a->lobby);
+	if (a->cl) {
+		r = cluster_pick(a, want, err);
+		goto out;
+	}
 	if (want != AP_ROOM_ANY) {
 		if (want == 0 || want > a->nrooms) {
 			*err = AP_ERR_NO_ROOM;
@@ -318,7 +337,7 @@ static struct room *lobby_pick(struct arena *a, uint32_t want, int *err)
 			if (a->rooms[i]->reserved < a->o.room_size)
 				r = a->rooms[i];
 		if (!r && !a->stopping)
-			r = room_new(a);
+			r = room_new(a, 0, NULL);
 		if (!r) {
 			*err = AP_ERR_SERVER_FULL;
 			goto out;
@@ -330,7 +349,7 @@ out:
 	return r;
 }
 
-static void lobby_release(struct arena *a, struct room *r)
+void lobby_release(struct arena *a, struct room *r)
 {
 	ao_spin_lock(&a->lobby);
 	r->reserved--;
@@ -346,7 +365,8 @@ static struct room *lobby_watch(struct arena *a, uint32_t want, int *err)
 	ao_spin_lock(&a->lobby);
 	if (want == AP_ROOM_ANY)
 		want = 1;
-	if (want == 0 || want > a->nrooms) {
+	/* Across nodes (--nats) there are no spectators yet. */
+	if (a->cl || want == 0 || want > a->nrooms) {
 		*err = AP_ERR_NO_ROOM;
 	} else if (a->rooms[want - 1]->wreserved >= a->o.room_size) {
 		*err = AP_ERR_ROOM_FULL;
@@ -378,7 +398,7 @@ static void member_add(struct room *r, struct player *p)
 	ADD(a->st.joins, 1);
 }
 
-static void member_remove(struct room *r, struct player *p)
+void member_remove(struct room *r, struct player *p)
 {
 	struct player *last = r->members[--r->nmembers];
 	uint32_t i;
@@ -557,6 +577,8 @@ static void send_chats(struct room *r, uint32_t tick)
 			send_shared(a, r->watchers[k], b, true);
 		for (k = 0; k < r->nleavers; k++)
 			send_shared(a, r->leavers[k], b, true);
+		if (r->cl)
+			cluster_chat(r, b);
 		ao_buf_put(b);
 		ao_buf_put(e->buf);
 		ADD(a->st.chat_lines, 1);
@@ -602,6 +624,8 @@ static void snap_to(struct room *r, struct player *m, struct ao_buf *b,
 
 	m->last_tick = tick;
 	m->has_tick = true;
+	if (m->ghost) /* its node gets the room's copy (cluster.c) */
+		return;
 	if (ack_behind(a, m, tick)) {
 		ADD(a->st.ack_slow, 1);
 		close_player(m, AC_SLOW, 0);
@@ -665,6 +689,8 @@ static void send_snapshot(struct room *r, uint32_t tick, uint64_t now)
 		snap_to(r, r->members[i], b, tick, now, &n);
 	for (i = 0; i < r->nwatchers; i++)
 		snap_to(r, r->watchers[i], b, tick, now, &n);
+	if (r->cl)
+		cluster_snap(r, b);
 	ao_buf_put(b);
 	ADD(a->st.snap_bufs, a->o.copy_broadcast ? n.sent : 1);
 	ADD(a->st.snaps_sent, n.sent);
@@ -691,7 +717,7 @@ static void drop_event(struct arena *a, struct event *e)
  * and the inputs, chats and leave after it, up to the next join, are
  * dropped.
  */
-static void run_deferred(struct arena *a, struct player *p)
+void run_deferred(struct arena *a, struct player *p)
 {
 	struct inbox *d = &p->deferred;
 	struct room *next = NULL;
@@ -748,6 +774,11 @@ static void hand_over(struct room *r)
 	for (i = 0; i < r->nleavers; i++) {
 		struct player *p = r->leavers[i];
 
+		if (p->ghost) { /* its stay is over: its node is told */
+			cluster_left(r, p);
+			player_free(p);
+			continue;
+		}
 		ao_spin_lock(&p->lock);
 		run_deferred(a, p);
 		ao_spin_unlock(&p->lock);
@@ -775,9 +806,12 @@ static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 	uint8_t msg[AP_LEN_JOINED];
 	uint32_t i;
 
+	if (r->cl && cluster_tick(r, tick, ev->now))
+		return;
 	/* 1: who is still busy with what it was sent. */
 	for (i = 0; i < r->nmembers; i++)
 		r->members[i]->stalled =
+			!r->members[i]->ghost &&
 			ao_conn_send_queued(r->members[i]->conn) > 0;
 	for (i = 0; i < r->nwatchers; i++)
 		r->watchers[i]->stalled =
@@ -794,12 +828,17 @@ static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 		ap_enc_joined(msg, r->id, (uint16_t)r->nmembers, tick,
 			      watch ? 0xffff : p->spawn_x,
 			      watch ? 0xffff : p->spawn_y, r->chat_seq);
-		reply(a, p->conn, msg, sizeof(msg));
+		if (p->ghost)
+			cluster_joined(r, p, msg, sizeof(msg));
+		else
+			reply(a, p->conn, msg, sizeof(msg));
 	}
 	r->njoiners = 0;
 	send_chats(r, tick);
 	send_snapshot(r, tick, ev->now);
 	hand_over(r);
+	if (r->cl)
+		cluster_tick_end(r, tick);
 
 	ADD(a->st.ticks, 1);
 	ADD(a->st.ticks_skipped, ev->skipped);
@@ -1355,6 +1394,8 @@ int arena_stop(struct arena *a)
 	}
 	pthread_join(tid, NULL);
 	apply_all(a);
+	if (a->cl)
+		cluster_drop_ghosts(a);
 	/* Chat lines a tick could not send for want of a buffer. */
 	for (i = 0; i < a->nrooms; i++) {
 		struct room *r = a->rooms[i];

@@ -52,6 +52,7 @@ struct room {
 	struct event *chats;
 	uint32_t nchats, cap_chats;
 	uint32_t chat_seq;
+	struct croom *cl; /* across nodes (cluster.c); NULL otherwise */
 };
 
 enum pstate { P_NEW, P_LOBBY, P_ROOM, P_LEAVING };
@@ -110,6 +111,8 @@ struct player {
 	bool has_tick;
 	bool stalled;
 	uint64_t stall_since;
+	bool ghost; /* another node's player, in a room owned here (no
+		     * connection: cluster.c forwards what it gets) */
 	uint32_t stay_tick; /* joined.tick of this stay */
 	/* The acks (see on_ack()): the newest snapshot tick sent, written
 	 * by the rooms and read by the handler; the newest tick acked,
@@ -140,6 +143,18 @@ struct arena {
 	struct ao_spinlock hist_lock;
 	struct hist late, work;
 	struct arena_stats st; /* counters: relaxed atomics */
+	struct cluster *cl; /* --nats: cluster.c; NULL otherwise */
 };
+
+/* For cluster.c (room.c's, the same as in a room's own tick). */
+struct room *room_new(struct arena *a, uint32_t id, struct croom *cl);
+int room_arm(struct room *r);
+int room_push(struct room *r, const struct event *e);
+int reply(struct arena *a, struct ao_conn *c, const uint8_t *p, size_t len);
+void player_free(struct player *p);
+void member_remove(struct room *r, struct player *p);
+void lobby_release(struct arena *a, struct room *r);
+void run_deferred(struct arena *a, struct player *p);
+int inbox_push(struct inbox *in, const struct event *e);
 
 #endif /* AO_ARENA_ROOM_H */

@@ -133,6 +133,21 @@ bool bot_queue_ws(struct bot *b, enum wsc_opcode op, const uint8_t *payload,
 	return true;
 }
 
+void bot_lost_room(struct bot *b, uint64_t now)
+{
+	struct bot_meas *meas = b->env->meas;
+
+	BOT_BUMP(meas->stat[S_FAILOVER_LOST],
+		 (b->pend_tail - b->pend_head) + (b->chat_tail - b->chat_head));
+	b->pend_head = b->pend_tail;
+	b->chat_head = b->chat_tail;
+	b->in_room = false;
+	b->state = B_LOBBY;
+	b->t_input = b->t_chat = b->t_churn = 0;
+	if (!b->out_since)
+		b->out_since = now;
+}
+
 bool bot_queue(struct bot *b, const uint8_t *payload, size_t len)
 {
 	uint64_t room = BOT_TX - (b->tx_end - b->tx_sent);
@@ -317,6 +332,10 @@ static void on_joined(struct bot *b, const struct ap_msg *m, uint64_t now)
 	b->y = m->joined.y;
 	b->state = B_ROOM;
 	BOT_BUMP(b->env->meas->stat[S_JOINS], 1);
+	if (b->out_since) {
+		hist_record(&b->env->meas->outage, now - b->out_since);
+		b->out_since = 0;
+	}
 
 	period = o->rate ? 1000000000ull / o->rate : b->period_ns;
 	b->t_input = now + 1 + (uint64_t)bot_rnd(b) % period;
@@ -591,6 +610,33 @@ void bot_on_frame(struct bot *b, const uint8_t *p, size_t n, uint64_t now)
 		break;
 	case AP_ERROR:
 		BOT_BUMP(meas->stat[S_ERRORS_RX], 1);
+		/* Across nodes: a room lost with its node (or a room found
+		 * full a moment after another node's census said it had a
+		 * place) is answered by joining again. */
+		/* A room lost after our leave: what it owed us is lost. */
+		if (b->env->ctx->o.nservers &&
+		    m.error.code == AP_ERR_ROOM_LOST && b->state == B_LEAVING) {
+			BOT_BUMP(meas->stat[S_ROOM_LOST], 1);
+			BOT_BUMP(meas->stat[S_FAILOVER_LOST],
+				 b->chat_tail - b->chat_head);
+			b->chat_head = b->chat_tail;
+			b->in_room = false;
+			break;
+		}
+		if (b->env->ctx->o.nservers &&
+		    (m.error.code == AP_ERR_ROOM_LOST ||
+		     m.error.code == AP_ERR_ROOM_FULL) &&
+		    (b->state == B_ROOM || b->state == B_JOINING)) {
+			uint64_t out = b->out_since;
+
+			BOT_BUMP(meas->stat[S_ROOM_LOST], 1);
+			bot_lost_room(b, now);
+			/* A full room is no outage. */
+			if (m.error.code == AP_ERR_ROOM_FULL)
+				b->out_since = out;
+			bot_join(b, now);
+			break;
+		}
 		bot_fail(b, F_PROTOCOL, "the server says %s",
 			 ap_err_name(m.error.code));
 		break;

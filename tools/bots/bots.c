@@ -106,7 +106,11 @@ static void usage(FILE *f)
 		"Target:\n"
 		"  -a, --address=ADDR    server address (default 127.0.0.1; IPv4 or IPv6,\n"
 		"                        ::1 or [::1])\n"
-		"  -p, --port=PORT       server port (required)\n"
+		"  -p, --port=PORT       server port (required, or --servers)\n"
+		"      --servers=LIST    HOST:PORT,HOST:PORT,...: the nodes of an\n"
+		"                        arena cluster; bot i connects to node i mod n,\n"
+		"                        a bot whose node closes it connects to the\n"
+		"                        next, room_lost is answered by a join\n"
 		"Bots:\n"
 		"      --players=N       bots, one connection each (default 100)\n"
 		"  -R, --rate=R          inputs per second per bot (default 0: the\n"
@@ -161,6 +165,7 @@ enum {
 	OPT_SEED,
 	OPT_WS,
 	OPT_WS_PATH,
+	OPT_SERVERS,
 };
 
 static const struct option long_opts[] = {
@@ -182,6 +187,7 @@ static const struct option long_opts[] = {
 	{ "seed", required_argument, NULL, OPT_SEED },
 	{ "ws", no_argument, NULL, OPT_WS },
 	{ "ws-path", required_argument, NULL, OPT_WS_PATH },
+	{ "servers", required_argument, NULL, OPT_SERVERS },
 	{ "engine", required_argument, NULL, 'e' },
 	{ "threads", required_argument, NULL, 't' },
 	{ "json", no_argument, NULL, CLI_OPT_JSON },
@@ -193,10 +199,48 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
+/* --servers: HOST:PORT,... (an IPv6 host in brackets). */
+static void parse_servers(struct bots_ctx *ctx, const char *list)
+{
+	char *dup = strdup(list), *tok, *save = NULL;
+	uint32_t n = 1;
+
+	for (const char *q = list; *q; q++)
+		n += *q == ',';
+	ctx->servers = calloc(n, sizeof(*ctx->servers));
+	ctx->server_lens = calloc(n, sizeof(*ctx->server_lens));
+	if (!dup || !ctx->servers || !ctx->server_lens)
+		bad_usage("--servers: out of memory");
+	n = 0;
+	for (tok = strtok_r(dup, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strrchr(tok, ':');
+		uint16_t port;
+
+		if (!colon)
+			bad_usage("--servers: '%s' is not HOST:PORT", tok);
+		*colon = 0;
+		port = (uint16_t)need_count("servers", colon + 1, 1, 65535);
+		if (tok[0] == '[' && colon[-1] == ']') {
+			colon[-1] = 0;
+			tok++;
+		}
+		need_addr(tok, port, &ctx->servers[n], &ctx->server_lens[n]);
+		n++;
+	}
+	if (!n)
+		bad_usage("--servers: no server");
+	ctx->o.nservers = n;
+	ctx->sa = ctx->servers[0];
+	ctx->salen = ctx->server_lens[0];
+	free(dup);
+}
+
 static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 {
 	struct bots_opts *o = &ctx->o;
 	bool have_port = false;
+	const char *servers = NULL;
 	int c;
 
 	o->addr = "127.0.0.1";
@@ -224,6 +268,10 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 		case 'p':
 			o->port =
 				(uint16_t)need_count("port", optarg, 1, 65535);
+			have_port = true;
+			break;
+		case OPT_SERVERS:
+			servers = optarg;
 			have_port = true;
 			break;
 		case 'n':
@@ -310,6 +358,10 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 		o->threads = o->players;
 	if (o->engine == ENG_URING)
 		need_uring(eng_uring_probe());
+	if (servers) {
+		parse_servers(ctx, servers);
+		return;
+	}
 	need_addr(o->addr, o->port, &ctx->sa, &ctx->salen);
 }
 
@@ -548,9 +600,13 @@ static void bot_ws_on_data(struct bots_worker *w, struct bot *b,
 
 static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
 {
-	int err = eng_connect_rcvbuf((struct sockaddr *)&w->ctx->sa,
-				     w->ctx->salen, w->ctx->o.timeout_ns,
-				     b->stall ? STALL_RCVBUF : 0, &b->fd);
+	struct bots_ctx *ctx = w->ctx;
+	uint32_t k = ctx->o.nservers ? b->server % ctx->o.nservers : 0;
+	int err = eng_connect_rcvbuf(
+		(struct sockaddr *)(ctx->o.nservers ? &ctx->servers[k] :
+						      &ctx->sa),
+		ctx->o.nservers ? ctx->server_lens[k] : ctx->salen,
+		ctx->o.timeout_ns, b->stall ? STALL_RCVBUF : 0, &b->fd);
 
 	if (!err && eng_add(&w->eng, &b->ec))
 		err = errno;
@@ -559,13 +615,22 @@ static void bot_connect(struct bots_worker *w, struct bot *b, uint64_t now)
 			close(b->fd);
 		b->fd = -1;
 		/* Counted here, told once at the end (every bot would say
-		 * the same). */
-		BOT_BUMP(w->m.fail[F_CONNECT], 1);
+		 * the same).  Across nodes, a node gone is a failover. */
+		if (ctx->o.nservers)
+			BOT_BUMP(w->m.stat[S_FAILOVERS], 1);
+		else
+			BOT_BUMP(w->m.fail[F_CONNECT], 1);
 		if (!w->connect_err)
 			w->connect_err = err;
-		/* Try again in a second, while the run lasts. */
-		if (now + NS < w->t_stop)
+		/* Try again in a second, while the run lasts (across
+		 * nodes: the next one, at once). */
+		if (ctx->o.nservers) {
+			b->server++;
+			if (now + 50 * MS < w->t_stop)
+				b->t_connect = now + 50 * MS;
+		} else if (now + NS < w->t_stop) {
 			b->t_connect = now + NS;
+		}
 		return;
 	}
 	b->connected = true;
@@ -754,11 +819,23 @@ static void bots_on_error(struct eng *e, struct eng_conn *c, int err)
 	struct bots_worker *w = to_worker(e);
 	struct bot *b = to_bot(c);
 
-	if (b->stalled)
+	if (b->stalled) {
 		BOT_BUMP(w->m.stat[S_STALL_CLOSED], 1);
-	else
+	} else if (w->ctx->o.nservers && now_ns() < w->t_stop) {
+		/* Its node died: the next one, as a player would. */
+		uint64_t now = now_ns();
+
+		BOT_BUMP(w->m.stat[S_FAILOVERS], 1);
+		if (b->state == B_ROOM || b->state == B_JOINING ||
+		    b->state == B_LEAVING)
+			bot_lost_room(b, now);
+		b->server++;
+		bot_hangup(w, b, now + 20 * MS);
+		return;
+	} else {
 		bot_fail(b, F_CLOSED, "%s",
 			 err ? strerror(err) : "closed by the server");
+	}
 	bot_hangup(w, b, 0);
 }
 
@@ -860,6 +937,7 @@ static int worker_setup(struct bots_worker *w)
 	hist_init(&w->m.latency);
 	hist_init(&w->m.jitter);
 	hist_init(&w->m.rtt);
+	hist_init(&w->m.outage);
 	w->env.meas = &w->m;
 	w->env.ctx = w->ctx;
 	w->env.mark_dirty = bots_mark_dirty;
@@ -932,6 +1010,7 @@ static void *worker_main(void *arg)
 	for (i = 0; i < w->nbots; i++) {
 		struct bot *b = &w->bots[i];
 
+		b->server = b->id;
 		b->t_connect = ctx->t0 + 1 +
 			       (uint64_t)((unsigned __int128)b->id *
 					  ctx->o.ramp_ns / ctx->o.players);
@@ -955,6 +1034,7 @@ static void collect(struct bots_ctx *ctx, struct bot_meas *t)
 	hist_init(&t->latency);
 	hist_init(&t->jitter);
 	hist_init(&t->rtt);
+	hist_init(&t->outage);
 	for (i = 0; i < ctx->o.threads; i++) {
 		struct bot_meas *m = &ctx->workers[i].m;
 
@@ -965,6 +1045,7 @@ static void collect(struct bots_ctx *ctx, struct bot_meas *t)
 		hist_merge(&t->latency, &m->latency);
 		hist_merge(&t->jitter, &m->jitter);
 		hist_merge(&t->rtt, &m->rtt);
+		hist_merge(&t->outage, &m->outage);
 	}
 }
 
@@ -1073,6 +1154,18 @@ static void print_text(const struct bots_ctx *ctx, const struct bot_meas *t,
 		       "server\n",
 		       (unsigned long long)t->stat[S_STALLED],
 		       (unsigned long long)t->stat[S_STALL_CLOSED]);
+	if (o->nservers)
+		printf("  failover    %u nodes; %llu closed by a node and "
+		       "reconnected, %llu room_lost answered by a join, %llu "
+		       "inputs and chat lines lost with a room; out of a room "
+		       "%llu times: p50 %.1f  p99 %.1f  max %.1f ms\n",
+		       o->nservers, (unsigned long long)t->stat[S_FAILOVERS],
+		       (unsigned long long)t->stat[S_ROOM_LOST],
+		       (unsigned long long)t->stat[S_FAILOVER_LOST],
+		       (unsigned long long)t->outage.total,
+		       (double)hist_percentile(&t->outage, 50) / 1e6,
+		       (double)hist_percentile(&t->outage, 99) / 1e6,
+		       (double)(t->outage.total ? t->outage.max : 0) / 1e6);
 	printf("  failures    %llu", (unsigned long long)failures(t));
 	for (i = 0; i < F_NR; i++) {
 		if (!t->fail[i])
@@ -1137,6 +1230,10 @@ static void print_json(const struct bots_ctx *ctx, const struct bot_meas *t,
 	printf("\"msgs_in_per_s\":%.1f,\"msgs_out_per_s\":%.1f,"
 	       "\"bytes_in_per_s\":%.1f,\"bytes_out_per_s\":%.1f,"
 	       "\"errors_rx\":%llu,\"stalled\":%llu,\"stall_closed\":%llu,"
+	       "\"failover\":{\"nodes\":%u,\"reconnects\":%llu,"
+	       "\"room_lost\":%llu,\"lost_in_flight\":%llu,\"outages\":%llu,"
+	       "\"outage_p50_ns\":%llu,\"outage_p99_ns\":%llu,"
+	       "\"outage_max_ns\":%llu},"
 	       "\"failures\":%llu,\"fail\":{",
 	       (double)t->stat[S_MSGS_IN] / secs,
 	       (double)t->stat[S_MSGS_OUT] / secs,
@@ -1144,7 +1241,14 @@ static void print_json(const struct bots_ctx *ctx, const struct bot_meas *t,
 	       (double)t->stat[S_BYTES_OUT] / secs,
 	       (unsigned long long)t->stat[S_ERRORS_RX],
 	       (unsigned long long)t->stat[S_STALLED],
-	       (unsigned long long)t->stat[S_STALL_CLOSED],
+	       (unsigned long long)t->stat[S_STALL_CLOSED], o->nservers,
+	       (unsigned long long)t->stat[S_FAILOVERS],
+	       (unsigned long long)t->stat[S_ROOM_LOST],
+	       (unsigned long long)t->stat[S_FAILOVER_LOST],
+	       (unsigned long long)t->outage.total,
+	       (unsigned long long)hist_percentile(&t->outage, 50),
+	       (unsigned long long)hist_percentile(&t->outage, 99),
+	       (unsigned long long)(t->outage.total ? t->outage.max : 0),
 	       (unsigned long long)failures(t));
 	for (i = 0; i < F_NR; i++)
 		printf("%s\"%s\":%llu", i ? "," : "", bot_fail_name(i),

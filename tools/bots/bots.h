@@ -71,6 +71,11 @@ enum bot_stat {
 	S_ERRORS_RX, /* error messages from the server */
 	S_STALLED, /* bots that stopped reading */
 	S_STALL_CLOSED, /* ... and were closed by the server */
+	S_ROOM_LOST, /* --servers: room_lost (or room_full) answered by a
+		      * join */
+	S_FAILOVERS, /* --servers: closed by a node: connected to the next */
+	S_FAILOVER_LOST, /* inputs and chat lines lost with a room (counted,
+			  * not failures) */
 	S_NR
 };
 
@@ -85,6 +90,7 @@ struct bot_meas {
 	struct hist latency; /* input sent -> first snapshot showing it */
 	struct hist jitter; /* |snapshot inter-arrival - ticks x period| */
 	struct hist rtt; /* ping -> pong */
+	struct hist outage; /* --servers: room lost -> joined again */
 };
 
 enum bot_state {
@@ -200,6 +206,8 @@ struct bot {
 	uint64_t t_connect, t_input, t_chat, t_ping, t_churn, t_join, t_stall;
 	uint64_t ping_sent;
 	uint64_t ack_at; /* when the last ack went out (0: none yet) */
+	uint32_t server; /* --servers: which one it connects to */
+	uint64_t out_since; /* --servers: its room was lost then (0: no) */
 	uint32_t rng;
 	uint8_t dir; /* the direction it walks in, */
 	uint8_t dir_left; /* for this many more inputs */
@@ -230,6 +238,7 @@ struct bots_opts {
 	bool check_cross; /* the shared two-rooms check (a sample) */
 	bool ws; /* WebSocket instead of len16 */
 	const char *ws_path; /* the upgrade's request target */
+	uint32_t nservers; /* --servers: nodes of a cluster (0: --port) */
 };
 
 /* The bots' shared state. */
@@ -237,6 +246,8 @@ struct bots_ctx {
 	struct bots_opts o;
 	struct sockaddr_storage sa;
 	socklen_t salen;
+	struct sockaddr_storage *servers; /* --servers */
+	socklen_t *server_lens;
 	uint64_t t0; /* the start */
 	uint64_t t_measure; /* the measured window starts */
 	uint64_t t_stop; /* ... and ends: no more inputs and chats */
@@ -273,6 +284,9 @@ bool bot_send_chat(struct bot *b, uint64_t now);
 void bot_leave(struct bot *b, uint64_t now);
 /* Join any room. */
 void bot_join(struct bot *b, uint64_t now);
+/* --servers: the room is gone (room_lost, or the node closed us): what
+ * was in flight is counted lost, the outage clock starts. */
+void bot_lost_room(struct bot *b, uint64_t now);
 /* Checks that need time: inputs and chat lines overdue by now. */
 void bot_check_overdue(struct bot *b, uint64_t now);
 /* Our chat line number k: its text (12..120 bytes) into out; its size. */

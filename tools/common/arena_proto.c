@@ -15,6 +15,7 @@ static const char *const err_names[AP_ERR_NR] = {
 	[AP_ERR_SERVER_FULL] = "server_full",
 	[AP_ERR_HELLO_TIMEOUT] = "hello_timeout",
 	[AP_ERR_IDLE] = "idle",
+	[AP_ERR_ROOM_LOST] = "room_lost",
 };
 
 const char *ap_err_name(unsigned int code)

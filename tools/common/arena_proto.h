@@ -56,6 +56,7 @@ enum ap_err {
 	AP_ERR_SERVER_FULL = 8,
 	AP_ERR_HELLO_TIMEOUT = 9,
 	AP_ERR_IDLE = 10,
+	AP_ERR_ROOM_LOST = 11, /* a cluster's room lost with its owner node */
 	AP_ERR_NR
 };
 

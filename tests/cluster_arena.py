@@ -1,0 +1,395 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""ao-arena across nodes, black-box: a nats-server (JetStream, a scratch
+store) and two or three ao-arena nodes on free loopback ports, players
+written from tools/arena/PROTOCOL.md (the client of
+tests/arena_conformance.py).
+
+  cross_node: a player on node 2 plays a room owned by node 1: joined,
+    ticks increasing, its position predicted exactly, chat lines once
+    and in one order on both nodes, the same snapshot bytes;
+  kill_owner: kill -9 of the owner: the player on the other node gets
+    room_lost within 2 s and joins again;
+  stop_owner: SIGSTOP of the owner for 2 s: its room is taken over, the
+    stalled node ticks no more once resumed, its player gets room_lost;
+    no snapshot of the new owner names the old owner's player;
+  bus_restart: nats-server restarted: the local room keeps ticking, the
+    remote one fails with room_lost at once, a join works again after;
+  stale: a bus message for a room at an epoch the node does not own is
+    dropped and counted (published raw on the bus).
+
+Usage: cluster_arena.py PATH_TO_AO_ARENA (ARENA_CLUSTER_ONLY=name runs
+one scenario).  Exit 0, 77 when nats-server is absent, 1 on a failure.
+"""
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import arena_conformance as ac  # noqa: E402
+from arena_conformance import (ANY, CHAT_LINE, ERROR, JOINED,  # noqa: E402
+                               SNAPSHOT, Client, Failed, check, m_chat)
+
+ROOM_LOST = 11
+NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Bus:
+    def __init__(self):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="ao-nats-")
+        self.p = None
+        self.start()
+
+    def start(self):
+        self.p = subprocess.Popen(
+            [NATS, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd",
+             self.dir], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                socket.create_connection(("127.0.0.1", self.port),
+                                         0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise Failed("nats-server did not listen")
+
+    def stop(self):
+        if self.p:
+            self.p.terminate()
+            self.p.wait(10)
+            self.p = None
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def url(self):
+        return "nats://127.0.0.1:%d" % self.port
+
+    def publish(self, subject, payload):
+        s = socket.create_connection(("127.0.0.1", self.port), 5)
+        s.recv(4096)  # INFO
+        s.sendall(b"CONNECT {\"verbose\":false}\r\nPUB " +
+                  subject.encode() + b" %d\r\n" % len(payload) +
+                  payload + b"\r\nPING\r\n")
+        got = b""
+        end = time.monotonic() + 5
+        while b"PONG" not in got and time.monotonic() < end:
+            got += s.recv(4096)
+        s.close()
+
+
+class Node:
+    """An ao-arena node; its stderr in a file, read for sanitizer reports
+    when it ends."""
+
+    def __init__(self, bus, name):
+        self.name = name
+        self.err = tempfile.TemporaryFile()
+        self.p = subprocess.Popen(
+            [ac.ARENA, "--address=127.0.0.1", "--port=0", "--quiet",
+             "--workers=2", "--json", "--nats=" + bus.url(),
+             "--node=" + name], stdout=subprocess.PIPE, stderr=self.err)
+        r, _, _ = select.select([self.p.stdout], [], [], 30)
+        check(r, "node %s did not say its port" % name)
+        line = self.p.stdout.readline().decode()
+        check(line.startswith("port="), "node %s said %r" % (name, line))
+        self.port = int(line[5:])
+
+    def sanitizers(self):
+        self.err.seek(0)
+        text = self.err.read().decode(errors="replace")
+        for what in ("ThreadSanitizer", "AddressSanitizer",
+                     "runtime error", "LeakSanitizer"):
+            if what in text:
+                sys.stderr.write(text)
+                raise Failed("node %s: %s report" % (self.name, what))
+
+    def final(self):
+        """SIGTERM, then the final JSON report."""
+        self.p.terminate()
+        out, _ = self.p.communicate(timeout=60)
+        self.sanitizers()
+        check(self.p.returncode == 0, "node %s exit status %d" %
+              (self.name, self.p.returncode))
+        for line in out.decode().splitlines():
+            if '"type":"final"' in line:
+                return json.loads(line)
+        raise Failed("node %s: no final report" % self.name)
+
+    def kill(self):
+        self.p.kill()
+        self.p.wait()
+        self.p.stdout.close()
+        self.sanitizers()
+
+
+def join(c, room=ANY, timeout=5.0):
+    """Join; the joined message (errors raise)."""
+    c.send(c.join_msg(room))
+    return wait_type(c, JOINED, timeout)
+
+
+def wait_type(c, t, timeout=5.0):
+    end = time.monotonic() + timeout
+    while True:
+        m = c.recv(max(end - time.monotonic(), 0))
+        check(m is not None, "no message 0x%02x from player %d" % (t, c.id))
+        if m["type"] == t:
+            return m
+        if m["type"] == ERROR and t != ERROR:
+            raise Failed("player %d: error %d" % (c.id, m["code"]))
+
+
+def hello(node):
+    c = Client(node)
+    c.hello()
+    return c
+
+
+def settle():
+    time.sleep(0.8)  # two censuses and some heartbeats
+
+
+def t_cross_node(bus):
+    n1, n2 = Node(bus, "n1"), Node(bus, "n2")
+    try:
+        settle()
+        a = hello(n1)
+        ja = join(a)
+        a.base = (ja["x"], ja["y"])
+        room = ja["room"]
+        settle()
+        b = hello(n2)
+        check(b.id >> 24 != a.id >> 24, "player ids of two nodes apart")
+        c = hello(n2)
+        for p in (b, c):
+            j = join(p, room)
+            check(j["room"] == room, "joined another room")
+            on = ac.on_message
+            on(p, j, {})
+        ac.on_message(a, ja, {})
+        ticks, chats, sent = ac.play([a, b, c], 2.0, chat_every=0.3)
+        check(sent > 0, "chat lines sent")
+        for t, raws in ticks.items():
+            check(len(raws) == 1, "tick %d: different snapshots" % t)
+        # Every line once and in one order, on both nodes.
+        ref = [(m["chat_seq"], m["text"]) for m in chats[a.id]]
+        check(len(ref) == sent, "node 1 got %d of %d lines" %
+              (len(ref), sent))
+        for p in (b, c):
+            got = [(m["chat_seq"], m["text"]) for m in chats[p.id]]
+            check(got == ref, "player %d's chat differs" % p.id)
+        # Chat from the remote node goes through the owner.
+        b.send(m_chat(b"from node 2"))
+        for p in (a, b, c):
+            m = wait_type(p, CHAT_LINE)
+            check(m["text"] == b"from node 2" and m["from"] == b.id,
+                  "the remote line")
+        f1, f2 = n1.final(), n2.final()
+        check(f2["bus"]["players_forwarded"] >= 2, "forwarded counted")
+        check(f1["bus"]["ghost_joins"] >= 2, "ghosts counted")
+        check(f1["bus"]["msgs_out"] > 0, "bus counters")
+        # One snapshot message per room and tick for node 2, not one per
+        # player there (two of them).
+        out, got = f1["bus"]["bus_snaps_out"], f2["bus"]["bus_snaps_in"]
+        print("snapshots on the bus: %d published, %d received" %
+              (out, got))
+        check(0 < got <= out, "snapshot messages counted once per tick")
+    finally:
+        for n in (n1, n2):
+            if n.p.poll() is None:
+                n.kill()
+
+
+def t_kill_owner(bus):
+    n1, n2 = Node(bus, "n1"), Node(bus, "n2")
+    try:
+        settle()
+        a = hello(n1)
+        room = join(a)["room"]
+        settle()
+        b = hello(n2)
+        join(b, room)
+        wait_type(b, SNAPSHOT)
+        t0 = time.monotonic()
+        n1.kill()
+        m = wait_type(b, ERROR, 3)
+        lost = time.monotonic() - t0
+        check(m["code"] == ROOM_LOST, "room_lost, got %d" % m["code"])
+        check(lost < 2.0, "room_lost after %.2f s" % lost)
+        print("room_lost %.0f ms after kill -9" % (lost * 1000))
+        j = join(b)
+        check(j["room"], "joined again")
+        wait_type(b, SNAPSHOT)
+        f2 = n2.final()
+        check(f2["bus"]["peers_down"] >= 1, "peer declared dead")
+    finally:
+        for n in (n1, n2):
+            if n.p.poll() is None:
+                n.kill()
+
+
+def t_stop_owner(bus):
+    n1, n2 = Node(bus, "n1"), Node(bus, "n2")
+    try:
+        settle()
+        a = hello(n1)
+        room = join(a)["room"]
+        settle()
+        b = hello(n2)
+        join(b, room)
+        wait_type(b, SNAPSHOT)
+        os.kill(n1.p.pid, signal.SIGSTOP)
+        m = wait_type(b, ERROR, 3)
+        check(m["code"] == ROOM_LOST, "room_lost, got %d" % m["code"])
+        time.sleep(0.5)  # the takeover
+        j = join(b, room)
+        check(j["room"] == room, "the room again, at its new owner")
+        time.sleep(1.0)
+        os.kill(n1.p.pid, signal.SIGCONT)
+        # The old owner's player: at most snapshots of ticks before the
+        # stall, then room_lost; never one after the new owner's start.
+        end = time.monotonic() + 5
+        got_lost = False
+        while time.monotonic() < end and not got_lost:
+            m = a.recv(0.2)
+            if m and m["type"] == ERROR:
+                check(m["code"] == ROOM_LOST, "room_lost to the old one")
+                got_lost = True
+            elif m and m["type"] == SNAPSHOT:
+                check(m["tick"] < j["tick"], "old owner ticked after the "
+                      "takeover (tick %d >= %d)" % (m["tick"], j["tick"]))
+        check(got_lost, "the old owner's player got no room_lost")
+        # The new owner's snapshots never name the old owner's player.
+        end = time.monotonic() + 1
+        while time.monotonic() < end:
+            m = b.recv(0.2)
+            if m and m["type"] == SNAPSHOT:
+                check(a.id not in m["entries"], "two owners' players")
+        f1 = n1.final()
+        check(f1["bus"]["fenced_ticks"] > 0, "the stalled node fenced")
+        check(f1["bus"]["evicted"] >= 1, "the room found given away")
+    finally:
+        for n in (n1, n2):
+            if n.p.poll() is None:
+                os.kill(n.p.pid, signal.SIGCONT)
+                n.kill()
+
+
+def t_bus_restart(bus):
+    n1, n2 = Node(bus, "n1"), Node(bus, "n2")
+    try:
+        settle()
+        a = hello(n1)
+        room = join(a)["room"]
+        settle()
+        b = hello(n2)
+        join(b, room)
+        wait_type(b, SNAPSHOT)
+        bus.stop()
+        m = wait_type(b, ERROR, 3)
+        check(m["code"] == ROOM_LOST, "room_lost when the bus is down")
+        # The local room goes on ticking.
+        last = wait_type(a, SNAPSHOT)["tick"]
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.0:
+            m = a.recv(0.5)
+            if m and m["type"] == SNAPSHOT:
+                check(m["tick"] > last, "ticks go on")
+                last = m["tick"]
+        check(time.monotonic() - t0 >= 1.0, "ticked through the outage")
+        b.send(b.join_msg(room))
+        m = wait_type(b, ERROR, 1)
+        check(m["code"] in (ROOM_LOST, 7), "a fast error while down")
+        bus.start()
+        end = time.monotonic() + 8
+        while True:
+            time.sleep(0.5)
+            b.send(b.join_msg(room))
+            m = b.recv(2)
+            while m and m["type"] not in (JOINED, ERROR):
+                m = b.recv(2)
+            if m and m["type"] == JOINED:
+                break
+            check(time.monotonic() < end, "no join after the restart")
+        print("joined again %.1f s after the restart" %
+              (time.monotonic() - t0))
+        f1 = n1.final()
+        check(f1["bus"]["reconnects"] >= 1, "reconnect counted")
+    finally:
+        for n in (n1, n2):
+            if n.p.poll() is None:
+                n.kill()
+
+
+def t_stale(bus):
+    n1 = Node(bus, "n1")
+    try:
+        settle()
+        a = hello(n1)
+        room = join(a)["room"]
+        # A gateway's batch for the room at an epoch it never had.
+        msg = bytes([0xc1]) + room.to_bytes(4, "little") + \
+            (99).to_bytes(4, "little") + b"L" + (12345).to_bytes(4, "little")
+        bus.publish("ao.node.n1.in", msg)
+        time.sleep(0.3)
+        f1 = n1.final()
+        check(f1["bus"]["stale_dropped"] >= 1, "stale message counted")
+    finally:
+        if n1.p.poll() is None:
+            n1.kill()
+
+
+SCENARIOS = {"cross_node": t_cross_node, "kill_owner": t_kill_owner,
+             "stop_owner": t_stop_owner, "bus_restart": t_bus_restart,
+             "stale": t_stale}
+
+
+def main():
+    if not os.access(NATS, os.X_OK):
+        print("SKIP: nats-server is not installed")
+        return 77
+    probe = subprocess.run([ac.ARENA, "--nats=nats://127.0.0.1:1",
+                            "--node=probe", "--quiet"],
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=30)
+    if b"built without NATS" in probe.stderr:
+        print("SKIP: ao-arena was built without NATS")
+        return 77
+    only = os.environ.get("ARENA_CLUSTER_ONLY")
+    for name, fn in SCENARIOS.items():
+        if only and name != only:
+            continue
+        bus = Bus()
+        try:
+            fn(bus)
+            print("ok", name)
+        except Failed as e:
+            print("FAIL %s: %s" % (name, e), file=sys.stderr)
+            return 1
+        finally:
+            bus.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

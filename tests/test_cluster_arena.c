@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ao-arena across nodes, black-box: tests/cluster_arena.py starts a
+ * nats-server (JetStream, a scratch store) and ao-arena nodes of
+ * $AO_TOOLS_DIR on free loopback ports and plays them with the client of
+ * tests/arena_conformance.py.  One CMocka test per scenario, each its own
+ * bounded run of /usr/bin/python3.  Skipped, saying so, without
+ * nats-server or without the tools.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "helpers.h"
+
+#define PYTHON "/usr/bin/python3"
+#define SCRIPT "tests/cluster_arena.py"
+#define SKIPPED 77
+
+static char arena_path[4096];
+static bool have_arena, have_nats;
+
+static void scenario(const char *name)
+{
+	char cmd[8192], line[512];
+	FILE *f;
+	int st;
+
+	if (!have_arena || !have_nats)
+		skip();
+	assert_true(access(PYTHON, X_OK) == 0);
+	assert_true(access(SCRIPT, R_OK) == 0);
+	snprintf(cmd, sizeof(cmd),
+		 "ARENA_CLUSTER_ONLY=%s timeout -k 5 120 " PYTHON " " SCRIPT
+		 " '%s' 2>&1",
+		 name, arena_path);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		print_message("%s", line);
+	st = pclose(f);
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == SKIPPED)
+		skip();
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* A player on one node plays a room owned by another: prediction, ticks,
+ * chat once and in one order on both nodes. */
+static void test_cross_node(void **state)
+{
+	(void)state;
+	scenario("cross_node");
+}
+
+/* kill -9 of the owner: room_lost within 2 s, and a join again. */
+static void test_kill_owner(void **state)
+{
+	(void)state;
+	scenario("kill_owner");
+}
+
+/* SIGSTOP of the owner: taken over; the stalled node stops ticking and
+ * gives the room up; never two owners. */
+static void test_stop_owner(void **state)
+{
+	(void)state;
+	scenario("stop_owner");
+}
+
+/* nats-server restarted: local rooms tick on, remote ones fail fast. */
+static void test_bus_restart(void **state)
+{
+	(void)state;
+	scenario("bus_restart");
+}
+
+/* A bus message for a room at an epoch not owned: dropped and counted. */
+static void test_stale(void **state)
+{
+	(void)state;
+	scenario("stale");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cross_node),
+		cmocka_unit_test(test_kill_owner),
+		cmocka_unit_test(test_stop_owner),
+		cmocka_unit_test(test_bus_restart),
+		cmocka_unit_test(test_stale),
+	};
+	const char *dir = getenv("AO_TOOLS_DIR");
+
+	if (dir && *dir) {
+		snprintf(arena_path, sizeof(arena_path), "%s/arena/ao-arena",
+			 dir);
+		have_arena = access(arena_path, X_OK) == 0;
+	}
+	have_nats = !system("command -v nats-server >/dev/null 2>&1") ||
+		    access("/usr/sbin/nats-server", X_OK) == 0;
+	if (!have_arena)
+		print_message("SKIP: AO_TOOLS_DIR unset or without ao-arena\n");
+	else if (!have_nats)
+		print_message("SKIP: nats-server is not installed\n");
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
