@@ -171,6 +171,8 @@ static char *arena_stop(struct child *c)
 	assert_non_null(strstr(fin, "\"consistent\":true"));
 	assert_int_equal(jnum(fin, "players"), 0);
 	assert_int_equal(jnum(fin, "pool_in_use"), 0);
+	/* Every close reason has its key (none printed as "(null)"). */
+	assert_null(strstr(s, "null"));
 	return strdup(fin);
 }
 

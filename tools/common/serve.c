@@ -57,7 +57,17 @@ static const char *const close_keys[AO_CLOSE_NR] = {
 	[AO_CLOSE_LOCAL] = "local",
 	[AO_CLOSE_SHUTDOWN] = "shutdown",
 	[AO_CLOSE_NOMEM] = "nomem",
+	[AO_CLOSE_WS_CLOSE] = "ws_close",
+	[AO_CLOSE_WS_ERROR] = "ws_error",
+	[AO_CLOSE_WS_PONG] = "ws_pong",
+	[AO_CLOSE_HTTP_BAD] = "http_bad",
+	[AO_CLOSE_HTTP_TIMEOUT] = "http_timeout",
+	[AO_CLOSE_HTTP_DONE] = "http_done",
 };
+
+/* Every reason has its key: a new one must be named here too. */
+_Static_assert(AO_CLOSE_HTTP_DONE + 1 == AO_CLOSE_NR,
+	       "close_keys[] is missing a reason");
 
 void print_closes_json(const struct ao_io_stats *io)
 {
