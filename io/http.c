@@ -9,7 +9,9 @@
  * Phases of a connection (struct io_wsc, ring thread only):
  *
  *	SNIFF	(AO_SERVER_HTTP) the first bytes say whether it is an HTTP
- *		GET ("GET " as io_http_sniff() reads it) or the framing; they
+ *		request (a method and a space, as io_http_sniff() reads them;
+ *		GET or not, so that every method is answered) or the framing;
+ *		they
  *		are kept in the head buffer until they tell.  Framed: on_open,
  *		then the kept bytes and the rest go to the byte framer.
  *	HEAD	the request head is gathered (at most ws.header_max bytes, by
@@ -646,7 +648,9 @@ int io_wsc_feed(struct ao_conn *c, uint8_t *p, size_t len, size_t *usedp)
 		r = io_http_sniff(p, len);
 	} else {
 		/* A few bytes kept: add up to 8 more and look again. */
-		t = 8 - w->head_len < len ? 8 - w->head_len : len;
+		t = IO_HTTP_SNIFF_MAX - w->head_len < len ?
+			    IO_HTTP_SNIFF_MAX - w->head_len :
+			    len;
 		memcpy(w->head + w->head_len, p, t);
 		w->head_len += (uint32_t)t;
 		r = io_http_sniff(w->head, w->head_len);

@@ -299,10 +299,11 @@ static int resolve_config(struct ao_server_config *c)
 	if (c->flags & ~(AO_SERVER_QUIET | AO_SERVER_RING_HANDLERS |
 			 AO_SERVER_RING_ASSIST | AO_SERVER_HTTP))
 		return -EINVAL;
-	/* HTTP beside len16: "GE" read as a length must be too long. */
+	/* HTTP beside len16: a method's first two letters ("GE", "PO"...),
+	 * read as a length in either order, must be too long: at least
+	 * "AA", 0x4141. */
 	if ((c->flags & AO_SERVER_HTTP) && c->framing.kind == AO_FRAME_LEN16 &&
-	    c->framing.max_packet >=
-		    (c->framing.order == AO_ORDER_LITTLE ? 0x4547u : 0x4745u))
+	    c->framing.max_packet >= 0x4141u)
 		return -EINVAL;
 	if (!c->ws.header_timeout_ms)
 		c->ws.header_timeout_ms = 5000;

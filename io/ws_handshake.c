@@ -291,15 +291,23 @@ int io_http_parse(const struct io_http_cfg *cfg, const uint8_t *buf, size_t len,
 	return (int)end;
 }
 
+/*
+ * A request line starts with its method, a token of upper-case letters
+ * (GET, POST, OPTIONS...), then a space.  Any such start is taken as HTTP,
+ * not only GET's, so that every method gets its answer (405) rather than
+ * a bare close; the other methods' names are at most 7 letters.
+ */
 int io_http_sniff(const uint8_t *buf, size_t len)
 {
-	static const char get[] = "GET ";
 	size_t i;
 
-	for (i = 0; i < len && i < 4; i++)
-		if (buf[i] != (uint8_t)get[i])
+	for (i = 0; i < len && i < IO_HTTP_SNIFF_MAX; i++) {
+		if (buf[i] == ' ')
+			return i ? 1 : 0;
+		if (buf[i] < 'A' || buf[i] > 'Z')
 			return 0;
-	return len < 4 ? -EAGAIN : 1;
+	}
+	return i < IO_HTTP_SNIFF_MAX ? -EAGAIN : 0;
 }
 
 void io_ws_accept(const char *key, size_t key_len,

@@ -120,9 +120,12 @@ struct io_http_req {
  */
 int io_http_parse(const struct io_http_cfg *cfg, const uint8_t *buf, size_t len,
 		  struct io_http_req *req);
-/* Whether the first len bytes of a stream can be the start of a GET
- * request (to tell HTTP from other framings on one port): 1 yes, 0 no,
- * -EAGAIN if len is too short to tell. */
+/* Bytes io_http_sniff() needs at most: a method of 7 letters, a space. */
+#define IO_HTTP_SNIFF_MAX 8
+
+/* Whether the first len bytes of a stream can be the start of an HTTP
+ * request line (to tell HTTP from other framings on one port): 1 yes,
+ * 0 no, -EAGAIN if len is too short to tell. */
 int io_http_sniff(const uint8_t *buf, size_t len);
 
 /* The Sec-WebSocket-Accept for a key (IO_WS_ACCEPT_LEN chars + NUL). */

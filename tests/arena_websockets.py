@@ -401,6 +401,15 @@ async def http(port):
         check(st == 404, "/ without a viewer: %d" % st)
     st, _, _ = get(port, "/no/such/file")
     check(st == 404, "/no/such/file: %d" % st)
+    for method in ("POST", "HEAD", "DELETE", "OPTIONS"):
+        r = urllib.request.Request("http://127.0.0.1:%d/metrics" % port,
+                                   method=method)
+        try:
+            with urllib.request.urlopen(r, timeout=10) as resp:
+                st = resp.status
+        except urllib.error.HTTPError as e:
+            st = e.code
+        check(st == 405, "%s /metrics: %d, not 405" % (method, st))
     await p.ws.close()
 
 

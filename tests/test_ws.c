@@ -537,8 +537,13 @@ static void test_http_errors_sniff(void **state)
 	assert_int_equal(io_http_sniff((const uint8_t *)"GE", 2), -EAGAIN);
 	assert_int_equal(io_http_sniff((const uint8_t *)"", 0), -EAGAIN);
 	assert_int_equal(io_http_sniff((const uint8_t *)"\x00\x05", 2), 0);
-	assert_int_equal(io_http_sniff((const uint8_t *)"GEX", 3), 0);
-	assert_int_equal(io_http_sniff((const uint8_t *)"POST", 4), 0);
+	assert_int_equal(io_http_sniff((const uint8_t *)"GEx", 3), 0);
+	assert_int_equal(io_http_sniff((const uint8_t *)"POST /", 6), 1);
+	assert_int_equal(io_http_sniff((const uint8_t *)"POST", 4), -EAGAIN);
+	assert_int_equal(io_http_sniff((const uint8_t *)"OPTIONS *", 9), 1);
+	assert_int_equal(io_http_sniff((const uint8_t *)"ABCDEFGH", 8), 0);
+	assert_int_equal(io_http_sniff((const uint8_t *)" GET", 4), 0);
+	assert_int_equal(io_http_sniff((const uint8_t *)"G\x00", 2), 0);
 }
 
 /* ------------------------------------------------------------------ */
