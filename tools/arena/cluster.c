@@ -71,10 +71,12 @@
  *    their connection close and reconnect elsewhere (ao-bots does).
  *  - A node stalls (SIGSTOP): before each tick of an own room the node
  *    checks that a heartbeat of its own came back within fence_ms
- *    (ao_node_self_fresh()); if not, it ticks no room (counted) until it
- *    has re-read room.<id> of each room it owns; a room the directory
- *    gives to another node (or another epoch) is lost: its players get
- *    room_lost, others' players are dropped.  A message for a room whose
+ *    (ao_node_self_fresh()) and that the room's previous tick ran less
+ *    than fence_ms ago (after a stall, a heartbeat sent since may come
+ *    back before the first tick runs); if not, it ticks no room (counted)
+ *    until it has re-read room.<id> of each room it owns; a room the
+ *    directory gives to another node (or another epoch) is lost: its
+ *    players get room_lost, others' players are dropped.  A message for a room whose
  *    epoch is not the one this node owns is dropped and counted (stale).
  *  - The bus is down (nats-server restarted): own rooms keep ticking
  *    (no other node can take them over meanwhile: nobody can write the
@@ -158,6 +160,7 @@ struct croom {
 	bool ghosts; /* this tick had members of other nodes */
 	uint32_t ghost_gen; /* the bus generation its ghosts belong to */
 	uint32_t dead_gen; /* the deaths its ghosts were checked against */
+	uint64_t last_tick_ns; /* when its previous tick ran (its strand) */
 };
 
 struct centry {
@@ -1365,10 +1368,18 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 {
 	struct croom *cr = r->cl;
 	struct cluster *c = cr->c;
+	uint64_t prev = cr->last_tick_ns;
+	bool stalled;
 	int zero = 0;
 
 	(void)tick;
-	(void)now;
+	/* A tick that comes fence_ms or more after the previous one: this
+	 * process (or its room) stood still long enough for the others to
+	 * declare it dead and take the room.  A heartbeat sent after the
+	 * stall may already have come back, so the heartbeat alone cannot
+	 * tell: fence on the gap too. */
+	cr->last_tick_ns = now;
+	stalled = prev && now - prev >= (uint64_t)c->o.fence_ms * 1000000;
 	if (LOAD(cr->lost) || cr->dead) {
 		drain_lost(cr);
 		return true;
@@ -1398,7 +1409,8 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 	}
 	if (!ao_node_connected(c->node))
 		return false; /* nobody can take it over meanwhile */
-	if (!LOAD(c->fenced) && ao_node_self_fresh(c->node, c->o.fence_ms))
+	if (!LOAD(c->fenced) && !stalled &&
+	    ao_node_self_fresh(c->node, c->o.fence_ms))
 		return false;
 	ADD(c->n.fenced_ticks, 1);
 	/* Acquire/release on fenced: pairs with the stores of the re-read's
