@@ -13,11 +13,13 @@ failures=""
 for t in "$@"; do
 	log="$t.log"
 	echo "  TEST    $t"
+	t0=$(date +%s)
 	if timeout -k 10 "$limit" "$t" >"$log" 2>&1; then
 		rc=0
 	else
 		rc=$?
 	fi
+	secs=$(($(date +%s) - t0))
 	cat "$log"
 	n_ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
 	n_bad=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
@@ -30,7 +32,7 @@ for t in "$@"; do
 $t: exit status $rc (crash or timeout)"
 	fi
 	summary="$summary
-$t:
+$t: ${secs}s
 $(grep -E '^\[ *(=+|PASSED|FAILED|SKIPPED) *\]' "$log" | tail -n 4)"
 	if [ "$rc" -ne 0 ]; then
 		failures="$failures
