@@ -77,13 +77,12 @@ void t_replay_corpus(const char *name, int (*fn)(const uint8_t *, size_t));
 bool t_tool_path(const char *rel, char *path, size_t n);
 
 /*
- * Run a Python test script, tests/<name>.py given relative to the source
- * tree: /usr/bin/python3 script, then the arguments fmt formats (quote
- * them for sh), under timeout(1) (seconds, then SIGKILL 5 s later), its
- * environment ours (setenv() its options first); print its stdout and
- * stderr as they come.  The test fails unless the script exits 0, and is
- * skipped if it exits 77 (what the script says when something it needs
- * is missing, after printing which).
+ * Run /usr/bin/python3 script (a path from the source tree, where make
+ * check runs the runners) with the arguments fmt formats (quoted for sh),
+ * under timeout(1): SIGTERM after seconds, SIGKILL 5 s later.  The script
+ * inherits our environment (setenv() its options first); its stdout and
+ * stderr are printed as they come.  The test fails unless it exits 0, and
+ * is skipped if it exits 77 (the scripts' "skipped", after saying why).
  */
 void t_run_script(unsigned int seconds, const char *script, const char *fmt,
 		  ...) __attribute__((format(printf, 3, 4)));

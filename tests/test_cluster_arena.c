@@ -9,6 +9,7 @@
  */
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include "helpers.h"
 
 #define SCRIPT "tests/cluster_arena.py"
