@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <aorta/io/server.h>
 #include "ws_priv.h"
 
 /* RFC 9110 tchar. */
@@ -322,6 +323,23 @@ void io_ws_accept(const char *key, size_t key_len,
 	io_sha1_update(&s, guid, sizeof(guid) - 1);
 	io_sha1_final(&s, d);
 	io_base64_encode(d, sizeof(d), out);
+}
+
+/* The public face of io_ws_accept(), for clients and other servers: the
+ * same check of the key as io_http_parse() makes of a request's. */
+AO_BUILD_BUG_ON(AO_WS_KEY_LEN != IO_WS_KEY_LEN);
+AO_BUILD_BUG_ON(AO_WS_ACCEPT_LEN != IO_WS_ACCEPT_LEN);
+
+int ao_ws_accept_key(const char *key, size_t len,
+		     char out[AO_WS_ACCEPT_LEN + 1])
+{
+	uint8_t dec[18];
+
+	if (!key || !out || len != IO_WS_KEY_LEN ||
+	    io_base64_decode(key, len, dec, sizeof(dec)) != 16)
+		return -EINVAL;
+	io_ws_accept(key, len, out);
+	return 0;
 }
 
 /* snprintf's result as ours: the length, or -ENOSPC if truncated. */

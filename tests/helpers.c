@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -298,4 +299,48 @@ long t_rss_kib(void)
 		res = -1;
 	fclose(f);
 	return res < 0 ? -1 : res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+bool t_tool_path(const char *rel, char *path, size_t n)
+{
+	const char *dir = getenv("AO_TOOLS_DIR");
+	int len;
+
+	if (!dir || !*dir)
+		return false;
+	len = snprintf(path, n, "%s/%s", dir, rel);
+	return len > 0 && (size_t)len < n && access(path, X_OK) == 0;
+}
+
+#define T_PYTHON "/usr/bin/python3"
+#define T_SKIPPED 77 /* automake's "skipped", which the scripts use too */
+
+void t_run_script(unsigned int seconds, const char *script, const char *fmt,
+		  ...)
+{
+	char cmd[16384], line[1024];
+	va_list ap;
+	FILE *f;
+	int n, m, st;
+
+	assert_true(access(T_PYTHON, X_OK) == 0);
+	assert_true(access(script, R_OK) == 0);
+	n = snprintf(cmd, sizeof(cmd), "timeout -k 5 %u " T_PYTHON " %s ",
+		     seconds, script);
+	assert_true(n > 0 && (size_t)n < sizeof(cmd));
+	va_start(ap, fmt);
+	m = vsnprintf(cmd + n, sizeof(cmd) - (size_t)n, fmt, ap);
+	va_end(ap);
+	assert_true(m >= 0 &&
+		    (size_t)n + (size_t)m + sizeof(" 2>&1") <= sizeof(cmd));
+	strcat(cmd, " 2>&1");
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		print_message("%s", line);
+	st = pclose(f);
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == T_SKIPPED)
+		skip(); /* the script said why */
+	assert_int_equal(WEXITSTATUS(st), 0);
 }

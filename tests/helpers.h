@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared helpers for the CMocka runners: threads, a watchdog that turns a
- * hang into a failure, time, and the CMocka includes in the right order.
+ * hang into a failure, time, loopback clients, the fuzz corpora, the
+ * tools and Python scripts that black-box runners drive, and the CMocka
+ * includes in the right order.
  */
 #ifndef AORTA_TESTS_HELPERS_H
 #define AORTA_TESTS_HELPERS_H
@@ -68,5 +70,21 @@ int t_cl_read(int fd, void *p, size_t n);
 
 /* Feed every file of tests/fuzz/corpus/<name>/ to fn; asserts there is one. */
 void t_replay_corpus(const char *name, int (*fn)(const uint8_t *, size_t));
+
+/* $AO_TOOLS_DIR/rel (make check sets AO_TOOLS_DIR to the tools' build
+ * folder) into path, n bytes: whether that is an executable (false when
+ * AO_TOOLS_DIR is unset or empty, or the path does not fit). */
+bool t_tool_path(const char *rel, char *path, size_t n);
+
+/*
+ * Run /usr/bin/python3 script (a path from the source tree, where make
+ * check runs the runners) with the arguments fmt formats (quoted for sh),
+ * under timeout(1): SIGTERM after seconds, SIGKILL 5 s later.  The script
+ * inherits our environment (setenv() its options first); its stdout and
+ * stderr are printed as they come.  The test fails unless it exits 0, and
+ * is skipped if it exits 77 (the scripts' "skipped", after saying why).
+ */
+void t_run_script(unsigned int seconds, const char *script, const char *fmt,
+		  ...) __attribute__((format(printf, 3, 4)));
 
 #endif /* AORTA_TESTS_HELPERS_H */

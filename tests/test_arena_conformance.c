@@ -8,14 +8,9 @@
  * the script starts ao-arena itself on a free loopback port.
  */
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include "helpers.h"
 
-#define PYTHON "/usr/bin/python3"
 #define SCRIPT "tests/arena_conformance.py"
 
 static char arena_path[4096];
@@ -30,25 +25,11 @@ static bool have_arena;
 
 static void scenario(const char *name)
 {
-	char cmd[8192], line[512];
-	FILE *f;
-	int st;
-
 	if (!have_arena)
 		skip();
-	assert_true(access(PYTHON, X_OK) == 0);
-	assert_true(access(SCRIPT, R_OK) == 0);
-	snprintf(cmd, sizeof(cmd),
-		 "ARENA_CONFORMANCE_ONLY=%s ARENA_CONFORMANCE_SLACK=%s "
-		 "timeout -k 5 120 " PYTHON " " SCRIPT " '%s' 2>&1",
-		 name, SLACK, arena_path);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		print_message("%s", line);
-	st = pclose(f);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	setenv("ARENA_CONFORMANCE_ONLY", name, 1);
+	setenv("ARENA_CONFORMANCE_SLACK", SLACK, 1);
+	t_run_script(120, SCRIPT, "'%s'", arena_path);
 }
 
 /* Ticks, exact prediction, chat lines once, the same snapshot bytes. */
@@ -111,13 +92,9 @@ int main(void)
 		cmocka_unit_test(test_spectator),
 		cmocka_unit_test(test_deadlines),
 	};
-	const char *dir = getenv("AO_TOOLS_DIR");
 
-	if (dir && *dir) {
-		snprintf(arena_path, sizeof(arena_path), "%s/arena/ao-arena",
-			 dir);
-		have_arena = access(arena_path, X_OK) == 0;
-	}
+	have_arena =
+		t_tool_path("arena/ao-arena", arena_path, sizeof(arena_path));
 	if (!have_arena)
 		print_message("AO_TOOLS_DIR unset or without ao-arena: "
 			      "skipping\n");

@@ -9,14 +9,9 @@
  * exits 77); the script says when promtool is absent and skips that check.
  */
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include "helpers.h"
 
-#define PYTHON "/usr/bin/python3"
 #define SCRIPT "tests/arena_websockets.py"
 
 static char arena_path[4096];
@@ -29,29 +24,14 @@ static bool have_arena;
 #define SLACK "0.5"
 #endif
 
+/* Skipped, as the script says, without python3-websockets (it exits 77). */
 static void scenario(const char *name)
 {
-	char cmd[8192], line[512];
-	FILE *f;
-	int st;
-
 	if (!have_arena)
 		skip();
-	assert_true(access(PYTHON, X_OK) == 0);
-	assert_true(access(SCRIPT, R_OK) == 0);
-	snprintf(cmd, sizeof(cmd),
-		 "ARENA_WEBSOCKETS_ONLY=%s ARENA_CONFORMANCE_SLACK=%s "
-		 "timeout -k 5 120 " PYTHON " " SCRIPT " '%s' 2>&1",
-		 name, SLACK, arena_path);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		print_message("%s", line);
-	st = pclose(f);
-	assert_true(WIFEXITED(st));
-	if (WEXITSTATUS(st) == 77)
-		skip(); /* no python3-websockets: the script said so */
-	assert_int_equal(WEXITSTATUS(st), 0);
+	setenv("ARENA_WEBSOCKETS_ONLY", name, 1);
+	setenv("ARENA_CONFORMANCE_SLACK", SLACK, 1);
+	t_run_script(120, SCRIPT, "'%s'", arena_path);
 }
 
 /* Players over WebSocket beside one over len16: exact prediction, chat,
@@ -91,13 +71,9 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_http),
 	};
-	const char *dir = getenv("AO_TOOLS_DIR");
 
-	if (dir && *dir) {
-		snprintf(arena_path, sizeof(arena_path), "%s/arena/ao-arena",
-			 dir);
-		have_arena = access(arena_path, X_OK) == 0;
-	}
+	have_arena =
+		t_tool_path("arena/ao-arena", arena_path, sizeof(arena_path));
 	if (!have_arena)
 		print_message("AO_TOOLS_DIR unset or without ao-arena: "
 			      "skipping\n");

@@ -11,25 +11,17 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "helpers.h"
 
-#define PYTHON "/usr/bin/python3"
 #define SCRIPT "tests/browser_test.py"
 #define CHROMIUM "/usr/bin/chromium"
-#define SKIPPED 77 /* the script's status when Chromium is not there */
 
-static char tools[4096];
+static char arena[4096], bots[4096], png[4200];
 static bool have_tools;
 
 static void test_viewer_in_chromium(void **state)
 {
-	char cmd[16384], line[1024];
-	FILE *f;
-	int st;
-
 	(void)state;
 	if (!have_tools)
 		skip();
@@ -39,21 +31,9 @@ static void test_viewer_in_chromium(void **state)
 			      "WITH_CHROMIUM=1)\n");
 		skip();
 	}
-	assert_true(access(PYTHON, X_OK) == 0);
-	assert_true(access(SCRIPT, R_OK) == 0);
-	snprintf(cmd, sizeof(cmd),
-		 "timeout -k 5 150 " PYTHON " " SCRIPT " '%s/arena/ao-arena' "
-		 "'%s/bots/ao-bots' '%s/../tests/browser-viewer.png' 2>&1",
-		 tools, tools, tools);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		print_message("%s", line);
-	st = pclose(f);
-	assert_true(WIFEXITED(st));
-	if (WEXITSTATUS(st) == SKIPPED) /* it said why, SKIP: ... */
-		skip();
-	assert_int_equal(WEXITSTATUS(st), 0);
+	/* The script exits 77 (skipped), saying why, if Chromium is not
+	 * there after all. */
+	t_run_script(150, SCRIPT, "'%s' '%s' '%s'", arena, bots, png);
 }
 
 int main(void)
@@ -61,17 +41,13 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_viewer_in_chromium),
 	};
-	const char *dir = getenv("AO_TOOLS_DIR");
-	char path[4200];
 
-	if (dir && *dir && strlen(dir) < sizeof(tools)) {
-		snprintf(tools, sizeof(tools), "%s", dir);
-		snprintf(path, sizeof(path), "%s/arena/ao-arena", tools);
-		have_tools = access(path, X_OK) == 0;
-		snprintf(path, sizeof(path), "%s/bots/ao-bots", tools);
-		have_tools = have_tools && access(path, X_OK) == 0;
-	}
-	if (!have_tools)
+	have_tools = t_tool_path("arena/ao-arena", arena, sizeof(arena)) &&
+		     t_tool_path("bots/ao-bots", bots, sizeof(bots));
+	if (have_tools) /* the screenshot: next to the test binaries */
+		snprintf(png, sizeof(png), "%s/../tests/browser-viewer.png",
+			 getenv("AO_TOOLS_DIR"));
+	else
 		print_message("AO_TOOLS_DIR unset or without ao-arena and "
 			      "ao-bots: skipping\n");
 	signal(SIGPIPE, SIG_IGN);

@@ -8,43 +8,22 @@
  * nats-server or without the tools.
  */
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "helpers.h"
 
-#define PYTHON "/usr/bin/python3"
 #define SCRIPT "tests/cluster_arena.py"
-#define SKIPPED 77
 
 static char arena_path[4096];
 static bool have_arena, have_nats;
 
+/* The script too skips (exit 77), saying why, when it misses a tool. */
 static void scenario(const char *name)
 {
-	char cmd[8192], line[512];
-	FILE *f;
-	int st;
-
 	if (!have_arena || !have_nats)
 		skip();
-	assert_true(access(PYTHON, X_OK) == 0);
-	assert_true(access(SCRIPT, R_OK) == 0);
-	snprintf(cmd, sizeof(cmd),
-		 "ARENA_CLUSTER_ONLY=%s timeout -k 5 120 " PYTHON " " SCRIPT
-		 " '%s' 2>&1",
-		 name, arena_path);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		print_message("%s", line);
-	st = pclose(f);
-	assert_true(WIFEXITED(st));
-	if (WEXITSTATUS(st) == SKIPPED)
-		skip();
-	assert_int_equal(WEXITSTATUS(st), 0);
+	setenv("ARENA_CLUSTER_ONLY", name, 1);
+	t_run_script(120, SCRIPT, "'%s'", arena_path);
 }
 
 /* A player on one node plays a room owned by another: prediction, ticks,
@@ -93,13 +72,9 @@ int main(void)
 		cmocka_unit_test(test_bus_restart),
 		cmocka_unit_test(test_stale),
 	};
-	const char *dir = getenv("AO_TOOLS_DIR");
 
-	if (dir && *dir) {
-		snprintf(arena_path, sizeof(arena_path), "%s/arena/ao-arena",
-			 dir);
-		have_arena = access(arena_path, X_OK) == 0;
-	}
+	have_arena =
+		t_tool_path("arena/ao-arena", arena_path, sizeof(arena_path));
 	have_nats = !system("command -v nats-server >/dev/null 2>&1") ||
 		    access("/usr/sbin/nats-server", X_OK) == 0;
 	if (!have_arena)

@@ -2,7 +2,8 @@
 /*
  * WebSocket groundwork (io/ws_priv.h, not wired into the server yet):
  * SHA-1 against RFC 3174's test cases, base64 against RFC 4648's vectors,
- * RFC 6455's accept key example; the upgrade request parser on every rule
+ * RFC 6455's accept key example (and ao_ws_accept_key(), the public
+ * face of it, with bad keys); the upgrade request parser on every rule
  * it checks, fed a byte at a time and at every split; the response
  * writers; the frame decoder on every rule of RFC 6455 section 5 with its
  * close code, each stream also fed at every byte boundary and a byte at a
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <aorta/io/server.h>
 #include "../io/ws_priv.h"
 #include "helpers.h"
 
@@ -175,6 +177,50 @@ static void test_ws_accept_rfc6455(void **state)
 	(void)state;
 	io_ws_accept("dGhlIHNhbXBsZSBub25jZQ==", 24, acc);
 	assert_string_equal(acc, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+}
+
+/* The public ao_ws_accept_key(): the same answer; a key that is not the
+ * base64 of 16 bytes refused, out untouched. */
+static void test_ws_accept_key(void **state)
+{
+	static const char *const bad[] = {
+		"dGhlIHNhbXBsZSBub25jZQ=", /* 23 chars */
+		"dGhlIHNhbXBsZSBub25jZQ===", /* 25 */
+		"dGhlIHNhbXBsZSBub25jZQ!=", /* not base64 */
+		"dGhlIHNhbXBsZSBub25jZQ.=", /* not base64 */
+		"dGhlIHNhbXBsZSBub25jZR==", /* unused bits not zero */
+		"dGhlIHNhbXBsZSBub25jZQAA", /* 18 bytes, not 16 */
+		"dGhlIHNhbXBsZSBub25j=QZ=", /* padding inside */
+		"dGhlIHNhbXBsZSBub25jZQ= ", /* a space */
+		"",
+	};
+	char acc[AO_WS_ACCEPT_LEN + 1];
+	size_t i;
+
+	(void)state;
+	assert_int_equal(AO_WS_ACCEPT_LEN, IO_WS_ACCEPT_LEN);
+	assert_int_equal(ao_ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==",
+					  AO_WS_KEY_LEN, acc),
+			 0);
+	assert_string_equal(acc, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+	/* The length given, not the NUL, ends the key. */
+	assert_int_equal(ao_ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==xyz",
+					  AO_WS_KEY_LEN, acc),
+			 0);
+	assert_string_equal(acc, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		memset(acc, 'x', sizeof(acc));
+		assert_int_equal(ao_ws_accept_key(bad[i], strlen(bad[i]), acc),
+				 -EINVAL);
+		assert_int_equal(acc[0], 'x');
+	}
+	/* A good key cut short, and no key or no room. */
+	assert_int_equal(ao_ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==", 22, acc),
+			 -EINVAL);
+	assert_int_equal(ao_ws_accept_key(NULL, AO_WS_KEY_LEN, acc), -EINVAL);
+	assert_int_equal(ao_ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==",
+					  AO_WS_KEY_LEN, NULL),
+			 -EINVAL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1275,6 +1321,7 @@ int main(void)
 		cmocka_unit_test(test_base64_rfc4648),
 		cmocka_unit_test(test_base64_strict),
 		cmocka_unit_test(test_ws_accept_rfc6455),
+		cmocka_unit_test(test_ws_accept_key),
 		cmocka_unit_test(test_upgrade_ok),
 		cmocka_unit_test(test_upgrade_pipelined),
 		cmocka_unit_test(test_upgrade_browser),

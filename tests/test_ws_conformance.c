@@ -10,14 +10,9 @@
  * connection on the same server is untouched.
  */
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include "helpers.h"
 
-#define PYTHON "/usr/bin/python3"
 #define SCRIPT "tests/ws_conformance.py"
 
 static char echo_path[4096];
@@ -25,26 +20,10 @@ static bool have_echo;
 
 static void category(void **state)
 {
-	const char *name = *state;
-	char cmd[8192], line[512];
-	FILE *f;
-	int st;
-
 	if (!have_echo)
 		skip();
-	assert_true(access(PYTHON, X_OK) == 0);
-	assert_true(access(SCRIPT, R_OK) == 0);
-	snprintf(cmd, sizeof(cmd),
-		 "WS_CONFORMANCE_ONLY=%s timeout -k 5 120 " PYTHON " " SCRIPT
-		 " '%s' 2>&1",
-		 name, echo_path);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		print_message("%s", line);
-	st = pclose(f);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	setenv("WS_CONFORMANCE_ONLY", *state, 1);
+	t_run_script(120, SCRIPT, "'%s'", echo_path);
 }
 
 static char c_framing[] = "framing", c_pingpong[] = "pingpong",
@@ -64,12 +43,8 @@ int main(void)
 		{ "close", category, NULL, NULL, c_close },
 		{ "limits", category, NULL, NULL, c_limits },
 	};
-	const char *dir = getenv("AO_TOOLS_DIR");
 
-	if (dir && *dir) {
-		snprintf(echo_path, sizeof(echo_path), "%s/echo/ao-echo", dir);
-		have_echo = access(echo_path, X_OK) == 0;
-	}
+	have_echo = t_tool_path("echo/ao-echo", echo_path, sizeof(echo_path));
 	if (!have_echo)
 		print_message("AO_TOOLS_DIR unset or without ao-echo: "
 			      "skipping\n");

@@ -13,86 +13,7 @@
 #include "ws_client.h"
 
 /* ------------------------------------------------------------------ */
-/* SHA-1 */
-
-static inline uint32_t rol32(uint32_t x, unsigned int n)
-{
-	return (x << n) | (x >> (32 - n));
-}
-
-static void sha1_block(uint32_t h[5], const uint8_t *p)
-{
-	uint32_t w[80], a, b, c, d, e, f, k, t;
-	unsigned int i;
-
-	for (i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-	for (; i < 80; i++)
-		w[i] = rol32(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-	a = h[0];
-	b = h[1];
-	c = h[2];
-	d = h[3];
-	e = h[4];
-	for (i = 0; i < 80; i++) {
-		if (i < 20) {
-			f = (b & c) | (~b & d);
-			k = 0x5a827999;
-		} else if (i < 40) {
-			f = b ^ c ^ d;
-			k = 0x6ed9eba1;
-		} else if (i < 60) {
-			f = (b & c) | (b & d) | (c & d);
-			k = 0x8f1bbcdc;
-		} else {
-			f = b ^ c ^ d;
-			k = 0xca62c1d6;
-		}
-		t = rol32(a, 5) + f + e + k + w[i];
-		e = d;
-		d = c;
-		c = rol32(b, 30);
-		b = a;
-		a = t;
-	}
-	h[0] += a;
-	h[1] += b;
-	h[2] += c;
-	h[3] += d;
-	h[4] += e;
-}
-
-void wsc_sha1(const void *data, size_t n, uint8_t out[WSC_SHA1_LEN])
-{
-	uint32_t h[5] = { 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476,
-			  0xc3d2e1f0 };
-	const uint8_t *p = data;
-	uint64_t bits = (uint64_t)n * 8;
-	uint8_t blk[128];
-	size_t rest, padded, i;
-
-	for (; n >= 64; n -= 64, p += 64)
-		sha1_block(h, p);
-	/* The tail, 0x80, zeros, and the length in bits: one or two blocks. */
-	rest = n;
-	memset(blk, 0, sizeof(blk));
-	if (rest)
-		memcpy(blk, p, rest);
-	blk[rest] = 0x80;
-	padded = rest + 1 + 8 <= 64 ? 64 : 128;
-	for (i = 0; i < 8; i++)
-		blk[padded - 1 - i] = (uint8_t)(bits >> (8 * i));
-	sha1_block(h, blk);
-	if (padded == 128)
-		sha1_block(h, blk + 64);
-	for (i = 0; i < 5; i++) {
-		out[4 * i] = (uint8_t)(h[i] >> 24);
-		out[4 * i + 1] = (uint8_t)(h[i] >> 16);
-		out[4 * i + 2] = (uint8_t)(h[i] >> 8);
-		out[4 * i + 3] = (uint8_t)h[i];
-	}
-}
+/* base64, for the keys */
 
 size_t wsc_base64(const void *src, size_t n, char *dst)
 {
@@ -158,17 +79,9 @@ void wsc_key(uint64_t *rng, char key[WSC_KEY_LEN + 1])
 	wsc_base64(r, sizeof(r), key);
 }
 
-void wsc_accept(const char *key, char out[WSC_ACCEPT_LEN + 1])
+int wsc_accept(const char *key, char out[WSC_ACCEPT_LEN + 1])
 {
-	static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-	char buf[WSC_KEY_LEN + sizeof(guid)];
-	uint8_t d[WSC_SHA1_LEN];
-	size_t kl = strnlen(key, WSC_KEY_LEN);
-
-	memcpy(buf, key, kl);
-	memcpy(buf + kl, guid, sizeof(guid) - 1);
-	wsc_sha1(buf, kl + sizeof(guid) - 1, d);
-	wsc_base64(d, sizeof(d), out);
+	return ao_ws_accept_key(key, strnlen(key, WSC_KEY_LEN + 1), out);
 }
 
 /* ------------------------------------------------------------------ */
@@ -248,7 +161,8 @@ int wsc_response(const char *buf, size_t len, const char *key,
 	*status = code;
 	if (code != 101)
 		return -EPROTO;
-	wsc_accept(key, accept);
+	if (wsc_accept(key, accept))
+		return -EINVAL;
 	for (i = 0; i < end && buf[i] != '\n'; i++)
 		;
 	for (i++; i < end - 2; i = eol + 1) {

@@ -6,9 +6,9 @@
  * decoder of the server's frames; and the whole handshake on a connected
  * socket, for tools that open their connections before their load runs.
  *
- * SHA-1 and base64 are this file's own (a small SHA-1 tested against RFC
- * 3174's vectors): io/ has them too, but behind its private header, and
- * the tools use the library's public API only.
+ * The accept key is the library's (ao_ws_accept_key(): the tools use the
+ * public API only); the base64 encoder is this file's own, for the keys
+ * (the library has none in its public API).
  *
  * The mask of each frame comes from a xorshift generator: RFC 6455 wants
  * it unpredictable to protect proxies from cache poisoning by scripts in
@@ -22,10 +22,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <aorta/io/server.h>
 
-#define WSC_SHA1_LEN 20
-#define WSC_KEY_LEN 24 /* base64 of 16 random bytes */
-#define WSC_ACCEPT_LEN 28 /* base64 of a SHA-1 */
+#define WSC_KEY_LEN AO_WS_KEY_LEN /* base64 of 16 random bytes */
+#define WSC_ACCEPT_LEN AO_WS_ACCEPT_LEN /* base64 of a SHA-1 */
 #define WSC_CTL_MAX 125 /* a control frame's payload, at most */
 #define WSC_HDR_MAX 14 /* a client frame's header, at most */
 #define WSC_RESPONSE_MAX 4096 /* the bound on the 101 answer's head */
@@ -39,8 +39,6 @@ enum wsc_opcode {
 	WSC_PONG = 0xa,
 };
 
-/* One-shot SHA-1 (FIPS 180-4) of n bytes. */
-void wsc_sha1(const void *data, size_t n, uint8_t out[WSC_SHA1_LEN]);
 /* base64 (RFC 4648, padded) of n bytes into dst ((n + 2) / 3 * 4 + 1
  * bytes, NUL-terminated); the length without the NUL. */
 size_t wsc_base64(const void *src, size_t n, char *dst);
@@ -52,8 +50,9 @@ uint64_t wsc_seed(uint64_t salt);
 
 /* A fresh Sec-WebSocket-Key: 16 random bytes in base64 (NUL-terminated). */
 void wsc_key(uint64_t *rng, char key[WSC_KEY_LEN + 1]);
-/* The Sec-WebSocket-Accept the server must answer for key. */
-void wsc_accept(const char *key, char out[WSC_ACCEPT_LEN + 1]);
+/* The Sec-WebSocket-Accept the server must answer for key (a NUL-ended
+ * string): 0, or -EINVAL if key is not a WebSocket key. */
+int wsc_accept(const char *key, char out[WSC_ACCEPT_LEN + 1]);
 
 /*
  * The upgrade request for path on host, offering protocol (NULL: none)
@@ -67,7 +66,8 @@ int wsc_request(char *buf, size_t cap, const char *host, const char *path,
  * (the bytes after it are frames); -EPROTO if it is not (another status:
  * *status says which, or 0 when the status line is malformed; a missing
  * or wrong Upgrade, Connection or Sec-WebSocket-Accept; a subprotocol
- * that was not offered), -EMSGSIZE if the head is over WSC_RESPONSE_MAX.
+ * that was not offered), -EMSGSIZE if the head is over WSC_RESPONSE_MAX,
+ * -EINVAL if key is not a WebSocket key (no accept key to check).
  */
 int wsc_response(const char *buf, size_t len, const char *key,
 		 const char *protocol, int *status);

@@ -99,6 +99,15 @@ struct ao_ws_config {
 	unsigned int flags; /* AO_WS_TEXT: send text frames */
 };
 
+#define AO_WS_KEY_LEN 24 /* a Sec-WebSocket-Key: base64 of 16 bytes */
+#define AO_WS_ACCEPT_LEN 28 /* a Sec-WebSocket-Accept: base64 of a SHA-1 */
+
+/* The Sec-WebSocket-Accept (RFC 6455 section 4.2.2) answering key (len
+ * chars), NUL-terminated into out; -EINVAL if key is not the base64 of
+ * 16 bytes (AO_WS_KEY_LEN chars). */
+AO_API int ao_ws_accept_key(const char *key, size_t len,
+			    char out[AO_WS_ACCEPT_LEN + 1]);
+
 /*
  * AO_SERVER_RING_HANDLERS: every handler runs on the ring thread that owns
  * the connection, straight from the receive, with no strand, work item or
