@@ -286,8 +286,11 @@ def t_stop_owner(bus):
             if m and m["type"] == SNAPSHOT:
                 check(a.id not in m["entries"], "two owners' players")
         f1 = n1.final()
-        check(f1["bus"]["fenced_ticks"] > 0, "the stalled node fenced")
+        # Found given away by the fence's re-read, or by the new owner's
+        # census if that came first: evicted either way.
         check(f1["bus"]["evicted"] >= 1, "the room found given away")
+        print("fenced ticks %d, evicted %d" %
+              (f1["bus"]["fenced_ticks"], f1["bus"]["evicted"]))
     finally:
         for n in (n1, n2):
             if n.p.poll() is None:

@@ -1330,8 +1330,9 @@ static void on_reread(int err, const struct ao_kv_entry *e, void *arg)
 	dir_value(c, cr->epoch, mine, sizeof(mine));
 	if (!err &&
 	    (e->len != strlen(mine) || memcmp(e->value, mine, e->len))) {
-		__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);
-		ADD(c->n.evicted, 1);
+		/* Counted once, whether the census found it first. */
+		if (!__atomic_exchange_n(&cr->lost, 1, __ATOMIC_ACQ_REL))
+			ADD(c->n.evicted, 1);
 	} else if (err == -ENOENT) {
 		dir_claim(c, cr);
 	}
@@ -1407,8 +1408,11 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 			}
 		}
 	}
-	if (!ao_node_connected(c->node))
-		return false; /* nobody can take it over meanwhile */
+	/* The bus down: nobody can take it over meanwhile, unless this
+	 * node stood still first (cnats may drop the connection as stale
+	 * when the process resumes, before the first tick). */
+	if (!stalled && !ao_node_connected(c->node))
+		return false;
 	if (!LOAD(c->fenced) && !stalled &&
 	    ao_node_self_fresh(c->node, c->o.fence_ms))
 		return false;
@@ -1568,8 +1572,19 @@ static void on_census(struct ao_msg *m, void *arg)
 			cr->census_fill = e->fill;
 			cr->since_census = 0;
 		} else if (cr && (cr->epoch < e->epoch ||
-				  (cr->proxy && cr->epoch != e->epoch)))
-			__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);
+				  (cr->proxy && cr->epoch != e->epoch))) {
+			/* An own room found given away (after a stall, the
+			 * new owner's census may come before the first
+			 * tick's fence): evicted, as by the re-read.  The
+			 * exchange counts it once; release as the other
+			 * stores of lost. */
+			if (cr->proxy)
+				__atomic_store_n(&cr->lost, 1,
+						 __ATOMIC_RELEASE);
+			else if (!__atomic_exchange_n(&cr->lost, 1,
+						      __ATOMIC_ACQ_REL))
+				ADD(c->n.evicted, 1);
+		}
 	}
 	ao_spin_unlock(&a->lobby);
 }
