@@ -801,13 +801,16 @@ static void test_spectator(void **state)
 		cl_send(fd3, p, ap_enc_watch(p, 9));
 		m = expect(fd3, AP_ERROR);
 		assert_int_equal(m.error.code, AP_ERR_NO_ROOM);
-		/* Input while watching is order. */
-		cl_send(fd, p, ap_enc_input(p, 1, 1));
-		tick();
-		expect(pl, AP_SNAPSHOT);
-		expect(w, AP_SNAPSHOT);
 		close(fd3);
 	}
+	/* fd watches from this tick on; then an input is order.  (Sent
+	 * before the tick, the order error and the tick's joined raced.) */
+	tick();
+	expect(pl, AP_SNAPSHOT);
+	expect(w, AP_SNAPSHOT);
+	expect(fd, AP_JOINED);
+	expect(fd, AP_SNAPSHOT);
+	cl_send(fd, p, ap_enc_input(p, 1, 1));
 	expect_closed(fd, AP_ERR_ORDER);
 	/* leave ends it: nothing after the tick that applies it. */
 	cl_send(w, p, ap_enc_leave(p));

@@ -824,6 +824,10 @@ static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 		bool watch = p->watch_of == r;
 
 		p->stay_tick = tick;
+		/* Closed by the arena meanwhile (its error went out): no
+		 * joined after the error.  (Its close event removes it.) */
+		if (!p->ghost && LOAD(p->closing))
+			continue;
 		/* A spectator has no position: 0xffff, 0xffff. */
 		ap_enc_joined(msg, r->id, (uint16_t)r->nmembers, tick,
 			      watch ? 0xffff : p->spawn_x,
