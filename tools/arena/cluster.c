@@ -34,7 +34,9 @@
  *   ao.node.<n>.in     a gateway's messages for the rooms n owns: per room
  *                      and per tick of the gateway ONE message with every
  *                      join, input, chat, leave and disconnect its players
- *                      sent meanwhile, in order (header: room, epoch);
+ *                      sent meanwhile, in order (header: room, epoch), and
+ *                      what comes between that tick and the owner's at
+ *                      once (cluster_pushed());
  *   ao.node.<n>.create request: "make room <id>" (a new room placed on the
  *                      least loaded live node); no-responders at once when
  *                      n is gone;
@@ -143,6 +145,12 @@ struct croom {
 	char owner[AO_NODE_NAME_MAX];
 	uint64_t owner_epoch;
 	int ready; /* atomic: a proxy's owner has the room */
+	uint32_t owner_off; /* atomic: a proxy's owner's tick offset (ns) */
+	int kick; /* atomic: a proxy's forward is queued on its strand */
+	/* A proxy's: the tick whose control message set its members'
+	 * stalled flags (before its lines and joined were sent). */
+	uint32_t stall_tick;
+	bool stall_set;
 	int lost; /* atomic: the room is gone here (room_lost) */
 	bool dead; /* its lost players were told (its strand) */
 	struct ao_sub *sub; /* a proxy's out subject */
@@ -413,6 +421,7 @@ static void align_proxy(struct croom *cr, uint32_t owner_offset)
 	struct arena *a = r->a;
 	uint64_t now = ao_timers_now(a->timers), k, off;
 
+	__atomic_store_n(&cr->owner_off, owner_offset, __ATOMIC_RELAXED);
 	off = (owner_offset + a->period - LEAD_NS % a->period) % a->period;
 	k = (now - a->base) / a->period + 1;
 	ao_timer_cancel(&r->tick);
@@ -949,6 +958,9 @@ void cluster_tick_end(struct room *r, uint32_t tick)
 
 static void proxy_member_add(struct room *r, struct player *p)
 {
+	/* As a joiner of an own room: its joined, just sent, does not hold
+	 * back the snapshot of the same tick. */
+	p->stalled = false;
 	p->member_of = r;
 	p->slot = r->nmembers;
 	r->members[r->nmembers++] = p;
@@ -1157,6 +1169,46 @@ static void proxy_tick(struct croom *cr)
 		__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);
 }
 
+/* A forward out of turn, on the proxy's strand (cluster_pushed()). */
+static void proxy_kick(void *arg)
+{
+	struct croom *cr = arg;
+
+	/* Cleared before the inbox is taken: an event pushed after that
+	 * queues another kick.  Acquire/release: pairs with the exchange in
+	 * cluster_pushed(). */
+	__atomic_store_n(&cr->kick, 0, __ATOMIC_RELEASE);
+	if (LOAD(cr->lost) || cr->dead)
+		return; /* its tick drains it */
+	proxy_tick(cr);
+}
+
+/*
+ * An event in a proxy's inbox (room_push()).  The proxy forwards at its
+ * tick, LEAD_NS before the owner's; an event that comes after that tick
+ * and before the owner's would wait a whole period there and one more at
+ * the owner, so it goes at once (a kick on the room's strand, one at a
+ * time: events pushed meanwhile go with it).  The rest still go in one
+ * message per tick.
+ */
+void cluster_pushed(struct room *r)
+{
+	struct croom *cr = r->cl;
+	struct arena *a = r->a;
+	uint64_t pos, until;
+
+	if (!cr->proxy || !__atomic_load_n(&cr->ready, __ATOMIC_ACQUIRE))
+		return;
+	pos = (ao_timers_now(a->timers) - a->base) % a->period;
+	until = (LOAD(cr->owner_off) + a->period - pos) % a->period;
+	if (until > LEAD_NS)
+		return;
+	if (__atomic_exchange_n(&cr->kick, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (ao_strand_try_call(&r->strand, proxy_kick, cr))
+		__atomic_store_n(&cr->kick, 0, __ATOMIC_RELEASE);
+}
+
 /* The owner's control message, on the proxy's strand. */
 static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 {
@@ -1281,6 +1333,7 @@ static void on_out(struct ao_msg *m, void *arg)
 	struct arena *a = r->a;
 	const uint8_t *d = m->data;
 	uint32_t i, sent = 0, tick;
+	bool ctl;
 
 	if (cr->dead || LOAD(cr->lost) || !m->len)
 		return;
@@ -1289,6 +1342,14 @@ static void on_out(struct ao_msg *m, void *arg)
 			ADD(cr->c->n.stale, 1);
 			return;
 		}
+		/* Who is still busy, before this tick's lines and joined go
+		 * out (room_tick()'s step 1): they must not hold back the
+		 * snapshot that follows. */
+		for (i = 0; i < r->nmembers; i++)
+			r->members[i]->stalled =
+				ao_conn_send_queued(r->members[i]->conn) > 0;
+		cr->stall_tick = get32(d + 9);
+		cr->stall_set = true;
 		proxy_ctl(cr, d + 13, m->len - 13);
 		return;
 	}
@@ -1296,12 +1357,14 @@ static void on_out(struct ao_msg *m, void *arg)
 		return;
 	tick = get32(d + 1);
 	ADD(cr->c->n.snaps_in, 1);
+	ctl = cr->stall_set && cr->stall_tick == tick;
+	cr->stall_set = false;
 	/* The same buffer to every member here: by reference. */
 	for (i = 0; i < r->nmembers; i++) {
 		struct player *p = r->members[i];
 
 		p->last_tick = tick;
-		if (ao_conn_send_queued(p->conn) > 0) {
+		if (ctl ? p->stalled : ao_conn_send_queued(p->conn) > 0) {
 			ADD(a->st.snaps_skipped, 1);
 			continue;
 		}

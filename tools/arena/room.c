@@ -226,6 +226,8 @@ int room_push(struct room *r, const struct event *e)
 	ao_spin_lock(&r->lock);
 	err = inbox_push(&r->in, e);
 	ao_spin_unlock(&r->lock);
+	if (!err && r->cl)
+		cluster_pushed(r);
 	return err;
 }
 
