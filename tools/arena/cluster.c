@@ -125,7 +125,7 @@
 /* Records: in M_IN  'J' pid last_tick has_tick, 'I' pid seq dir,
  * 'C' pid len text, 'L' pid, 'G' pid;
  * in M_CTL 'J' pid joined(19), 'E' pid code, 'C' len16 chat line,
- * 'L' pid. */
+ * 'L' pid, 'X' pid (its ghost dropped: its node was declared dead). */
 
 struct vec {
 	uint8_t *p;
@@ -1209,6 +1209,38 @@ void cluster_pushed(struct room *r)
 		__atomic_store_n(&cr->kick, 0, __ATOMIC_RELEASE);
 }
 
+/*
+ * The owner dropped pid's ghost: this node was declared dead (it was
+ * stopped, or cut from the bus) and is back.  Its player must not stay a
+ * member the owner does not know (its inputs would be dropped there, and
+ * the snapshots would not name it): room_lost, as for a lost room.
+ */
+static void proxy_dropped(struct croom *cr, uint32_t pid)
+{
+	struct room *r = cr->r;
+	struct player *p;
+	uint32_t i;
+
+	for (i = 0; i < r->nmembers; i++) {
+		p = r->members[i];
+		if (p->id == pid) {
+			lose_player(r, p, false, false);
+			return;
+		}
+	}
+	p = pvec_find(&cr->joining, pid);
+	if (p) {
+		pvec_del(&cr->joining, p);
+		lose_player(r, p, false, true);
+		return;
+	}
+	p = pvec_find(&cr->leaving, pid);
+	if (p) {
+		pvec_del(&cr->leaving, p);
+		lose_player(r, p, true, true);
+	}
+}
+
 /* The owner's control message, on the proxy's strand. */
 static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 {
@@ -1233,6 +1265,11 @@ static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 		}
 		if (d + 5 > end)
 			break;
+		if (kind == 'X') {
+			proxy_dropped(cr, get32(d + 1));
+			d += 5;
+			continue;
+		}
 		/* A leave may have gone after the join: either list. */
 		p = pvec_find(kind == 'L' ? &cr->leaving : &cr->joining,
 			      get32(d + 1));
@@ -1453,6 +1490,8 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 
 			if (p->ghost &&
 			    (all || LOAD(c->dead_idx[p->id >> 24 & 255]))) {
+				/* Its node may be back (a stall): told. */
+				rec_pid(&cr->out, 'X', p->id);
 				ghost_take(c, p->id);
 				member_remove(r, p);
 				player_free(p);
@@ -1536,7 +1575,10 @@ static void census_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 	uint32_t nnodes;
 
 	(void)ev;
-	if (LOAD(c->fenced))
+	/* Not fenced yet, but its heartbeat is stale (it was stopped): its
+	 * rooms may be another node's by now; it claims none until its
+	 * ticks have re-read the directory. */
+	if (LOAD(c->fenced) || !ao_node_self_fresh(c->node, c->o.fence_ms))
 		return;
 	nnodes = (uint32_t)ao_node_peers(c->node, NULL, 0) + 1;
 	put8(&v, M_CENSUS);
