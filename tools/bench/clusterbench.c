@@ -56,7 +56,7 @@
 static char arena_path[PATH_MAX], bots_path[PATH_MAX];
 static const char *nats_path = "nats-server";
 static unsigned int players = 300, cycles = 20;
-static bool cycles_set;
+static bool cycles_set, no_failover;
 static int broken;
 
 static bool extra(const char *arg)
@@ -69,6 +69,10 @@ static bool extra(const char *arg)
 		cycles = (unsigned int)strtoul(arg + 9, NULL, 10);
 		cycles_set = true;
 		return cycles > 0;
+	}
+	if (!strcmp(arg, "--no-failover")) {
+		no_failover = true;
+		return true;
 	}
 	if (!strncmp(arg, "--nats-server=", 14)) {
 		nats_path = arg + 14;
@@ -636,6 +640,8 @@ int main(int argc, char **argv)
 		    "  --players=N       bots (default 300)\n"
 		    "  --cycles=N        failover cycles of each kind "
 		    "(default 20, 3 with --quick)\n"
+		    "  --no-failover     the steady cells only (a capacity "
+		    "step)\n"
 		    "  --nats-server=P   the nats-server to run\n",
 		    extra);
 	seconds = o.quick ? 4.0 : o.seconds;
@@ -688,7 +694,7 @@ int main(int argc, char **argv)
 		cell(url, NODES, seconds, 0, &cluster);
 		report(&o, "cluster", &cluster, seconds);
 	}
-	if (!o.json)
+	if (!o.json && !no_failover)
 		printf("  failover cycles: declared dead (ms, p50 and max, over "
 		       "1 s), players out of a room\n  (ms), room_lost, inputs "
 		       "and chat lines lost with a room, failures, rooms with "
@@ -697,11 +703,11 @@ int main(int argc, char **argv)
 		       "cell", "n", "decl50", "declmax", ">1s", "outages",
 		       "out p50", "out p99", "out max", "lost", "inflt", "fail",
 		       "2own");
-	if (bench_selected(&o, "kill")) {
+	if (!no_failover && bench_selected(&o, "kill")) {
 		failover_cycles(url, port, false, cycles, &ck);
 		report_cycles(&o, "kill", &ck, cycles);
 	}
-	if (bench_selected(&o, "stop")) {
+	if (!no_failover && bench_selected(&o, "stop")) {
 		failover_cycles(url, port, true, cycles, &cs);
 		report_cycles(&o, "stop", &cs, cycles);
 	}
