@@ -525,7 +525,13 @@ static void failover_cycles(const char *url, unsigned int nats_port, bool stop,
 		fin[0] = 0;
 		child_last_json(&nodes[i], child_now_s() + 30, "\"final\"", fin,
 				sizeof(fin));
-		child_finish(&nodes[i], 5);
+		if (child_finish(&nodes[i], 5) || !fin[0]) {
+			char st[64];
+
+			fprintf(stderr, "clusterbench: node %d: %s\n", i + 1,
+				child_status(&nodes[i], st, sizeof(st)));
+			broken = 1;
+		}
 		r->takeovers += json_or(fin, "takeovers", 0);
 		r->evicted += json_or(fin, "evicted", 0);
 		r->stale += json_or(fin, "stale_dropped", 0);
