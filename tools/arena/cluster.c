@@ -1218,27 +1218,27 @@ void cluster_pushed(struct room *r)
 static void proxy_dropped(struct croom *cr, uint32_t pid)
 {
 	struct room *r = cr->r;
-	struct player *p;
+	struct player *p = NULL;
+	bool joining = false, leaving = false;
 	uint32_t i;
 
-	for (i = 0; i < r->nmembers; i++) {
-		p = r->members[i];
-		if (p->id == pid) {
-			lose_player(r, p, false, false);
-			return;
-		}
-	}
-	p = pvec_find(&cr->joining, pid);
-	if (p) {
-		pvec_del(&cr->joining, p);
-		lose_player(r, p, false, true);
+	for (i = 0; i < r->nmembers && !p; i++)
+		if (r->members[i]->id == pid)
+			p = r->members[i];
+	if (!p && (p = pvec_find(&cr->joining, pid)))
+		joining = true;
+	if (!p)
+		p = pvec_find(&cr->leaving, pid);
+	if (!p)
 		return;
-	}
-	p = pvec_find(&cr->leaving, pid);
-	if (p) {
-		pvec_del(&cr->leaving, p);
-		lose_player(r, p, true, true);
-	}
+	/* A member may have sent its leave: in leaving too. */
+	leaving = pvec_del(&cr->leaving, p);
+	if (joining)
+		pvec_del(&cr->joining, p);
+	/* A member leaves the room in lose_player(); a non-member gives up
+	 * its place.  An unconfirmed leave: room_lost, then what it sent
+	 * after the leave goes on. */
+	lose_player(r, p, leaving, p->member_of != r);
 }
 
 /* The owner's control message, on the proxy's strand. */
