@@ -1003,6 +1003,16 @@ static void lose_player(struct room *r, struct player *p, bool left,
 	ao_spin_unlock(&p->lock);
 }
 
+/* Does the inbox taken hold p's leave or disconnect (which frees it)? */
+static bool ends_in(const struct inbox *w, const struct player *p)
+{
+	for (uint32_t i = 0; i < w->n; i++)
+		if (w->ev[i].p == p &&
+		    (w->ev[i].kind == EV_LEAVE || w->ev[i].kind == EV_GONE))
+			return true;
+	return false;
+}
+
 /* A lost room (proxy or own) at its tick: everyone in it told, the inbox
  * drained with the same rule, every tick from now on. */
 static void drain_lost(struct croom *cr)
@@ -1012,6 +1022,11 @@ static void drain_lost(struct croom *cr)
 	struct inbox w;
 	uint32_t i;
 
+	ao_spin_lock(&r->lock);
+	w = r->in;
+	r->in.ev = NULL;
+	r->in.n = r->in.cap = 0;
+	ao_spin_unlock(&r->lock);
 	if (!cr->dead) {
 		cr->dead = true;
 		if (cr->sub) {
@@ -1028,7 +1043,9 @@ static void drain_lost(struct croom *cr)
 
 			if (p->ghost) {
 				member_remove(r, p);
-				player_free(p);
+				/* Else its event below frees it. */
+				if (!ends_in(&w, p))
+					player_free(p);
 			} else {
 				lose_player(r, p, false, false);
 			}
@@ -1041,11 +1058,6 @@ static void drain_lost(struct croom *cr)
 		cr->leaving.n = 0;
 		__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 	}
-	ao_spin_lock(&r->lock);
-	w = r->in;
-	r->in.ev = NULL;
-	r->in.n = r->in.cap = 0;
-	ao_spin_unlock(&r->lock);
 	for (i = 0; i < w.n; i++) {
 		struct event *e = &w.ev[i];
 		struct player *p = e->p;
