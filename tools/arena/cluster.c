@@ -1003,12 +1003,13 @@ static void lose_player(struct room *r, struct player *p, bool left,
 	ao_spin_unlock(&p->lock);
 }
 
-/* Does the inbox taken hold p's leave or disconnect (which frees it)? */
-static bool ends_in(const struct inbox *w, const struct player *p)
+/* Does the inbox taken hold an event of p (any: all), or its leave or
+ * disconnect (which free a ghost)? */
+static bool ev_of(const struct inbox *w, const struct player *p, bool all)
 {
 	for (uint32_t i = 0; i < w->n; i++)
-		if (w->ev[i].p == p &&
-		    (w->ev[i].kind == EV_LEAVE || w->ev[i].kind == EV_GONE))
+		if (w->ev[i].p == p && (all || w->ev[i].kind == EV_LEAVE ||
+					w->ev[i].kind == EV_GONE))
 			return true;
 	return false;
 }
@@ -1019,6 +1020,7 @@ static void drain_lost(struct croom *cr)
 {
 	struct room *r = cr->r;
 	struct arena *a = r->a;
+	struct pvec later = { 0 };
 	struct inbox w;
 	uint32_t i;
 
@@ -1043,9 +1045,14 @@ static void drain_lost(struct croom *cr)
 
 			if (p->ghost) {
 				member_remove(r, p);
-				/* Else its event below frees it. */
-				if (!ends_in(&w, p))
+				/* Its events below still read it: freed
+				 * after them (or by its leave or disconnect).
+				 * No memory to defer it: kept (a leak, not a
+				 * use after free). */
+				if (!ev_of(&w, p, true))
 					player_free(p);
+				else
+					pvec_add(&later, p);
 			} else {
 				lose_player(r, p, false, false);
 			}
@@ -1091,6 +1098,10 @@ static void drain_lost(struct croom *cr)
 			break;
 		}
 	}
+	for (i = 0; i < later.n; i++)
+		if (!ev_of(&w, later.p[i], false))
+			player_free(later.p[i]);
+	free(later.p);
 	free(w.ev);
 	__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 }
