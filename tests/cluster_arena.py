@@ -13,6 +13,10 @@ tests/arena_conformance.py).
   stop_owner: SIGSTOP of the owner for 2 s: its room is taken over, the
     stalled node ticks no more once resumed, its player gets room_lost;
     no snapshot of the new owner names the old owner's player;
+  stop_gateway: SIGSTOP for 2 s of the node a player plays through (the
+    owner declares it dead and drops the player): once resumed, the
+    player gets room_lost, never snapshots that do not name it, and
+    joins again;
   bus_restart: nats-server restarted: the local room keeps ticking, the
     remote one fails with room_lost at once, a join works again after;
   stale: a bus message for a room at an epoch the node does not own is
@@ -196,6 +200,13 @@ def t_cross_node(bus):
         check(len(ref) == sent, "node 1 got %d of %d lines" %
               (len(ref), sent))
         for p in (b, c):
+            # The last lines cross the bus after the owner's tick: the
+            # ping to node 2 may come back before them.
+            end = time.monotonic() + 2
+            while len(chats[p.id]) < len(ref) and time.monotonic() < end:
+                m = p.recv(0.1)
+                if m and m["type"] == CHAT_LINE:
+                    chats[p.id].append(m)
             got = [(m["chat_seq"], m["text"]) for m in chats[p.id]]
             check(got == ref, "player %d's chat differs" % p.id)
         # Chat from the remote node goes through the owner.
@@ -298,6 +309,41 @@ def t_stop_owner(bus):
                 n.kill()
 
 
+def t_stop_gateway(bus):
+    n1, n2 = Node(bus, "n1"), Node(bus, "n2")
+    try:
+        settle()
+        a = hello(n1)
+        room = join(a)["room"]
+        settle()
+        b = hello(n2)
+        join(b, room)
+        wait_type(b, SNAPSHOT)
+        os.kill(n2.p.pid, signal.SIGSTOP)
+        time.sleep(2.0)  # declared dead after 0.6 s
+        os.kill(n2.p.pid, signal.SIGCONT)
+        end = time.monotonic() + 3
+        got_lost = False
+        while time.monotonic() < end and not got_lost:
+            m = b.recv(0.2)
+            if m and m["type"] == ERROR:
+                check(m["code"] == ROOM_LOST, "room_lost, got %d" % m["code"])
+                got_lost = True
+            elif m and m["type"] == SNAPSHOT:
+                check(b.id in m["entries"], "a snapshot of tick %d without "
+                      "the player, and no room_lost" % m["tick"])
+        check(got_lost, "the resumed gateway's player got no room_lost")
+        j = join(b, room)
+        check(j["room"] == room, "the room again")
+        m = wait_type(b, SNAPSHOT)
+        check(b.id in m["entries"], "joined again, in its snapshot")
+    finally:
+        for n in (n1, n2):
+            if n.p.poll() is None:
+                os.kill(n.p.pid, signal.SIGCONT)
+                n.kill()
+
+
 def t_bus_restart(bus):
     n1, n2 = Node(bus, "n1"), Node(bus, "n2")
     try:
@@ -363,8 +409,8 @@ def t_stale(bus):
 
 
 SCENARIOS = {"cross_node": t_cross_node, "kill_owner": t_kill_owner,
-             "stop_owner": t_stop_owner, "bus_restart": t_bus_restart,
-             "stale": t_stale}
+             "stop_owner": t_stop_owner, "stop_gateway": t_stop_gateway,
+             "bus_restart": t_bus_restart, "stale": t_stale}
 
 
 def main():

@@ -49,6 +49,14 @@ static void test_stop_owner(void **state)
 	scenario("stop_owner");
 }
 
+/* SIGSTOP of a player's gateway: declared dead, its player dropped by the
+ * owner; resumed, the player gets room_lost and joins again. */
+static void test_stop_gateway(void **state)
+{
+	(void)state;
+	scenario("stop_gateway");
+}
+
 /* nats-server restarted: local rooms tick on, remote ones fail fast. */
 static void test_bus_restart(void **state)
 {
@@ -69,6 +77,7 @@ int main(void)
 		cmocka_unit_test(test_cross_node),
 		cmocka_unit_test(test_kill_owner),
 		cmocka_unit_test(test_stop_owner),
+		cmocka_unit_test(test_stop_gateway),
 		cmocka_unit_test(test_bus_restart),
 		cmocka_unit_test(test_stale),
 	};

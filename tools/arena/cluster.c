@@ -34,7 +34,9 @@
  *   ao.node.<n>.in     a gateway's messages for the rooms n owns: per room
  *                      and per tick of the gateway ONE message with every
  *                      join, input, chat, leave and disconnect its players
- *                      sent meanwhile, in order (header: room, epoch);
+ *                      sent meanwhile, in order (header: room, epoch), and
+ *                      what comes between that tick and the owner's at
+ *                      once (cluster_pushed());
  *   ao.node.<n>.create request: "make room <id>" (a new room placed on the
  *                      least loaded live node); no-responders at once when
  *                      n is gone;
@@ -125,7 +127,7 @@
 /* Records: in M_IN  'J' pid last_tick has_tick, 'I' pid seq dir,
  * 'C' pid len text, 'L' pid, 'G' pid;
  * in M_CTL 'J' pid joined(19), 'E' pid code, 'C' len16 chat line,
- * 'L' pid. */
+ * 'L' pid, 'X' pid (its ghost dropped: its node was declared dead). */
 
 struct vec {
 	uint8_t *p;
@@ -145,6 +147,12 @@ struct croom {
 	char owner[AO_NODE_NAME_MAX];
 	uint64_t owner_epoch;
 	int ready; /* atomic: a proxy's owner has the room */
+	uint32_t owner_off; /* atomic: a proxy's owner's tick offset (ns) */
+	int kick; /* atomic: a proxy's forward is queued on its strand */
+	/* A proxy's: the tick whose control message set its members'
+	 * stalled flags (before its lines and joined were sent). */
+	uint32_t stall_tick;
+	bool stall_set;
 	int lost; /* atomic: the room is gone here (room_lost) */
 	bool dead; /* its lost players were told (its strand) */
 	struct ao_sub *sub; /* a proxy's out subject */
@@ -416,6 +424,7 @@ static void align_proxy(struct croom *cr, uint32_t owner_offset)
 	struct arena *a = r->a;
 	uint64_t now = ao_timers_now(a->timers), k, off;
 
+	__atomic_store_n(&cr->owner_off, owner_offset, __ATOMIC_RELAXED);
 	off = (owner_offset + a->period - LEAD_NS % a->period) % a->period;
 	k = (now - a->base) / a->period + 1;
 	ao_timer_cancel(&r->tick);
@@ -952,6 +961,9 @@ void cluster_tick_end(struct room *r, uint32_t tick)
 
 static void proxy_member_add(struct room *r, struct player *p)
 {
+	/* As a joiner of an own room: its joined, just sent, does not hold
+	 * back the snapshot of the same tick. */
+	p->stalled = false;
 	p->member_of = r;
 	p->slot = r->nmembers;
 	r->members[r->nmembers++] = p;
@@ -994,15 +1006,32 @@ static void lose_player(struct room *r, struct player *p, bool left,
 	ao_spin_unlock(&p->lock);
 }
 
+/* Does the inbox taken hold an event of p (any: all), or its leave or
+ * disconnect (which free a ghost)? */
+static bool ev_of(const struct inbox *w, const struct player *p, bool all)
+{
+	for (uint32_t i = 0; i < w->n; i++)
+		if (w->ev[i].p == p && (all || w->ev[i].kind == EV_LEAVE ||
+					w->ev[i].kind == EV_GONE))
+			return true;
+	return false;
+}
+
 /* A lost room (proxy or own) at its tick: everyone in it told, the inbox
  * drained with the same rule, every tick from now on. */
 static void drain_lost(struct croom *cr)
 {
 	struct room *r = cr->r;
 	struct arena *a = r->a;
+	struct pvec later = { 0 };
 	struct inbox w;
 	uint32_t i;
 
+	ao_spin_lock(&r->lock);
+	w = r->in;
+	r->in.ev = NULL;
+	r->in.n = r->in.cap = 0;
+	ao_spin_unlock(&r->lock);
 	if (!cr->dead) {
 		cr->dead = true;
 		if (cr->sub) {
@@ -1019,7 +1048,14 @@ static void drain_lost(struct croom *cr)
 
 			if (p->ghost) {
 				member_remove(r, p);
-				player_free(p);
+				/* Its events below still read it: freed
+				 * after them (or by its leave or disconnect).
+				 * No memory to defer it: kept (a leak, not a
+				 * use after free). */
+				if (!ev_of(&w, p, true))
+					player_free(p);
+				else
+					pvec_add(&later, p);
 			} else {
 				lose_player(r, p, false, false);
 			}
@@ -1032,11 +1068,6 @@ static void drain_lost(struct croom *cr)
 		cr->leaving.n = 0;
 		__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 	}
-	ao_spin_lock(&r->lock);
-	w = r->in;
-	r->in.ev = NULL;
-	r->in.n = r->in.cap = 0;
-	ao_spin_unlock(&r->lock);
 	for (i = 0; i < w.n; i++) {
 		struct event *e = &w.ev[i];
 		struct player *p = e->p;
@@ -1070,6 +1101,10 @@ static void drain_lost(struct croom *cr)
 			break;
 		}
 	}
+	for (i = 0; i < later.n; i++)
+		if (!ev_of(&w, later.p[i], false))
+			player_free(later.p[i]);
+	free(later.p);
 	free(w.ev);
 	__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 }
@@ -1160,6 +1195,78 @@ static void proxy_tick(struct croom *cr)
 		__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);
 }
 
+/* A forward out of turn, on the proxy's strand (cluster_pushed()). */
+static void proxy_kick(void *arg)
+{
+	struct croom *cr = arg;
+
+	/* Cleared before the inbox is taken: an event pushed after that
+	 * queues another kick.  Acquire/release: pairs with the exchange in
+	 * cluster_pushed(). */
+	__atomic_store_n(&cr->kick, 0, __ATOMIC_RELEASE);
+	if (LOAD(cr->lost) || cr->dead)
+		return; /* its tick drains it */
+	proxy_tick(cr);
+}
+
+/*
+ * An event in a proxy's inbox (room_push()).  The proxy forwards at its
+ * tick, LEAD_NS before the owner's; an event that comes after that tick
+ * and before the owner's would wait a whole period there and one more at
+ * the owner, so it goes at once (a kick on the room's strand, one at a
+ * time: events pushed meanwhile go with it).  The rest still go in one
+ * message per tick.
+ */
+void cluster_pushed(struct room *r)
+{
+	struct croom *cr = r->cl;
+	struct arena *a = r->a;
+	uint64_t pos, until;
+
+	if (!cr->proxy || !__atomic_load_n(&cr->ready, __ATOMIC_ACQUIRE))
+		return;
+	pos = (ao_timers_now(a->timers) - a->base) % a->period;
+	until = (LOAD(cr->owner_off) + a->period - pos) % a->period;
+	if (until > LEAD_NS)
+		return;
+	if (__atomic_exchange_n(&cr->kick, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (ao_strand_try_call(&r->strand, proxy_kick, cr))
+		__atomic_store_n(&cr->kick, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * The owner dropped pid's ghost: this node was declared dead (it was
+ * stopped, or cut from the bus) and is back.  Its player must not stay a
+ * member the owner does not know (its inputs would be dropped there, and
+ * the snapshots would not name it): room_lost, as for a lost room.
+ */
+static void proxy_dropped(struct croom *cr, uint32_t pid)
+{
+	struct room *r = cr->r;
+	struct player *p = NULL;
+	bool joining = false, leaving = false;
+	uint32_t i;
+
+	for (i = 0; i < r->nmembers && !p; i++)
+		if (r->members[i]->id == pid)
+			p = r->members[i];
+	if (!p && (p = pvec_find(&cr->joining, pid)))
+		joining = true;
+	if (!p)
+		p = pvec_find(&cr->leaving, pid);
+	if (!p)
+		return;
+	/* A member may have sent its leave: in leaving too. */
+	leaving = pvec_del(&cr->leaving, p);
+	if (joining)
+		pvec_del(&cr->joining, p);
+	/* A member leaves the room in lose_player(); a non-member gives up
+	 * its place.  An unconfirmed leave: room_lost, then what it sent
+	 * after the leave goes on. */
+	lose_player(r, p, leaving, p->member_of != r);
+}
+
 /* The owner's control message, on the proxy's strand. */
 static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 {
@@ -1184,6 +1291,11 @@ static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 		}
 		if (d + 5 > end)
 			break;
+		if (kind == 'X') {
+			proxy_dropped(cr, get32(d + 1));
+			d += 5;
+			continue;
+		}
 		/* A leave may have gone after the join: either list. */
 		p = pvec_find(kind == 'L' ? &cr->leaving : &cr->joining,
 			      get32(d + 1));
@@ -1284,6 +1396,7 @@ static void on_out(struct ao_msg *m, void *arg)
 	struct arena *a = r->a;
 	const uint8_t *d = m->data;
 	uint32_t i, sent = 0, tick;
+	bool ctl;
 
 	if (cr->dead || LOAD(cr->lost) || !m->len)
 		return;
@@ -1292,6 +1405,14 @@ static void on_out(struct ao_msg *m, void *arg)
 			ADD(cr->c->n.stale, 1);
 			return;
 		}
+		/* Who is still busy, before this tick's lines and joined go
+		 * out (room_tick()'s step 1): they must not hold back the
+		 * snapshot that follows. */
+		for (i = 0; i < r->nmembers; i++)
+			r->members[i]->stalled =
+				ao_conn_send_queued(r->members[i]->conn) > 0;
+		cr->stall_tick = get32(d + 9);
+		cr->stall_set = true;
 		proxy_ctl(cr, d + 13, m->len - 13);
 		return;
 	}
@@ -1299,12 +1420,14 @@ static void on_out(struct ao_msg *m, void *arg)
 		return;
 	tick = get32(d + 1);
 	ADD(cr->c->n.snaps_in, 1);
+	ctl = cr->stall_set && cr->stall_tick == tick;
+	cr->stall_set = false;
 	/* The same buffer to every member here: by reference. */
 	for (i = 0; i < r->nmembers; i++) {
 		struct player *p = r->members[i];
 
 		p->last_tick = tick;
-		if (ao_conn_send_queued(p->conn) > 0) {
+		if (ctl ? p->stalled : ao_conn_send_queued(p->conn) > 0) {
 			ADD(a->st.snaps_skipped, 1);
 			continue;
 		}
@@ -1402,6 +1525,8 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 
 			if (p->ghost &&
 			    (all || LOAD(c->dead_idx[p->id >> 24 & 255]))) {
+				/* Its node may be back (a stall): told. */
+				rec_pid(&cr->out, 'X', p->id);
 				ghost_take(c, p->id);
 				member_remove(r, p);
 				player_free(p);
@@ -1489,7 +1614,10 @@ static void census_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 	uint32_t nnodes;
 
 	(void)ev;
-	if (LOAD(c->fenced))
+	/* Not fenced yet, but its heartbeat is stale (it was stopped): its
+	 * rooms may be another node's by now; it claims none until its
+	 * ticks have re-read the directory. */
+	if (LOAD(c->fenced) || !ao_node_self_fresh(c->node, c->o.fence_ms))
 		return;
 	nnodes = (uint32_t)ao_node_peers(c->node, NULL, 0) + 1;
 	put8(&v, M_CENSUS);

@@ -61,6 +61,8 @@ struct room *cluster_pick(struct arena *a, uint32_t want, int *err);
 /* At a room's tick, first: true when the cluster ran it (a proxy, a lost
  * room, or no tick: fenced). */
 bool cluster_tick(struct room *r, uint32_t tick, uint64_t now);
+/* An input or chat line pushed to a proxy's inbox (any room with r->cl). */
+void cluster_pushed(struct room *r);
 /* The owner's tick: what goes to the other nodes' players. */
 void cluster_joined(struct room *r, struct player *p, const uint8_t *msg,
 		    size_t len);

@@ -226,6 +226,11 @@ int room_push(struct room *r, const struct event *e)
 	ao_spin_lock(&r->lock);
 	err = inbox_push(&r->in, e);
 	ao_spin_unlock(&r->lock);
+	/* Inputs and chat only: the hop's latency is theirs, and a
+	 * disconnect is pushed under its player's lock, which a forward at
+	 * once (freeing the player) must not race. */
+	if (!err && r->cl && (e->kind == EV_INPUT || e->kind == EV_CHAT))
+		cluster_pushed(r);
 	return err;
 }
 
