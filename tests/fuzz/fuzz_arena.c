@@ -45,6 +45,10 @@ static size_t fuzz_arena_encode(const struct ap_msg *m, uint8_t *out)
 		return ap_enc_pong(out, m->ping.stamp);
 	case AP_LEAVE:
 		return ap_enc_leave(out);
+	case AP_ACK:
+		return ap_enc_ack(out, m->ack.tick);
+	case AP_WATCH:
+		return ap_enc_watch(out, m->watch.room);
 	case AP_WELCOME:
 		return ap_enc_welcome(out, m->welcome.player,
 				      m->welcome.tick_hz, m->welcome.room_size,
