@@ -298,22 +298,29 @@ tests: $(test-bins)
 check: deps
 	$(Q)$(MAKE) check-run
 
+# CHECK_TOOLS=0: the library's own runners only, for a build variant
+# that changes the library alone (DEBUG=1, LOCK_STATS=0 in .ci/run): the
+# runners that drive the tools and examples skip, saying so, and the ABI,
+# README, man and install checks do not run again.
+CHECK_TOOLS ?= 1
+check-full := $(if $(SANITIZE),,$(filter 1,$(CHECK_TOOLS)))
+
 # The symbols test reads libaorta.so, which the tests do not link.
-ifeq ($(SANITIZE),)
+ifneq ($(check-full),)
 check-run: $(lib-so-links) $(cluster-so-links)
 endif
 
 # The runners that drive the tools (ao-echo, ao-load) find them through
 # AO_TOOLS_DIR; they are built with the same flags (and sanitizer).
-check-run: $(test-bins) $(tool-bins)
-ifeq ($(SANITIZE),)
+check-run: $(test-bins) $(if $(filter 1,$(CHECK_TOOLS)),$(tool-bins))
+ifneq ($(check-full),)
 	$(Q)sh tests/symbols-test.sh "$(out)"
 	$(Q)sh tests/readme-test.sh
 	$(Q)$(MAKE) mancheck
 	$(Q)$(MAKE) installcheck
 endif
-	$(Q)AO_TOOLS_DIR="$(abspath $(out)tools)" \
-		AO_EXAMPLES_DIR="$(abspath $(out)examples)" \
+	$(Q)AO_TOOLS_DIR="$(if $(filter 1,$(CHECK_TOOLS)),$(abspath $(out)tools))" \
+		AO_EXAMPLES_DIR="$(if $(filter 1,$(CHECK_TOOLS)),$(abspath $(out)examples))" \
 		sh tests/run-tests.sh $(test-bins)
 
 installcheck: all
@@ -822,6 +829,7 @@ help:
 	@echo '  DEBUG=1         - debug build: lock misuse aborts (build-debug/)'
 	@echo '  LOCK_STATS=0    - compile lock statistics out'
 	@echo '  SANITIZE=x      - thread, address or undefined (build-x/)'
+	@echo '  CHECK_TOOLS=0   - check runs the library'"'"'s own tests only'
 	@echo '  PREFIX=, DESTDIR= - where install puts things'
 
 PHONY += FORCE
