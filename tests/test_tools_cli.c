@@ -138,6 +138,12 @@ static void read_help(const char *tool, const char *help)
 	}
 }
 
+static void need_tools(void)
+{
+	if (!tools_dir)
+		skip();
+}
+
 static void test_one_spelling(void **state)
 {
 	static const char *const tools[] = { "echo", "load", "misbehave",
@@ -146,6 +152,7 @@ static void test_one_spelling(void **state)
 	char *out, *err;
 
 	(void)state;
+	need_tools();
 	nnames = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
 		assert_int_equal(run(tools[i], args, &out, &err), 0);
@@ -188,6 +195,7 @@ static void test_port_in_use(void **state)
 	uint16_t port = loopback_port(&fd, true);
 
 	(void)state;
+	need_tools();
 	snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
 	snprintf(want, sizeof(want), "127.0.0.1 port %u", port);
 	for (size_t i = 0; i < ARRAY_SIZE(servers); i++) {
@@ -213,6 +221,7 @@ static void test_bots_closed_port(void **state)
 	const char *p;
 
 	(void)state;
+	need_tools();
 	snprintf(port_arg, sizeof(port_arg), "--port=%u", port);
 	snprintf(want, sizeof(want), "cannot connect to 127.0.0.1 port %u",
 		 port);
@@ -237,10 +246,10 @@ int main(void)
 	};
 
 	tools_dir = getenv("AO_TOOLS_DIR");
-	if (!tools_dir) {
-		fprintf(stderr, "test_tools_cli: AO_TOOLS_DIR is not set: "
-				"run it through make check\n");
-		return 1;
+	if (!tools_dir || !*tools_dir) {
+		print_message("AO_TOOLS_DIR unset: skipping (make check sets "
+			      "it)\n");
+		tools_dir = NULL;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
