@@ -173,6 +173,27 @@ def settle():
     time.sleep(0.8)  # two censuses and some heartbeats
 
 
+def shared_room(n1, n2):
+    """A player on n1 makes a room, one on n2 joins it and gets a
+    snapshot: (a, b, room)."""
+    settle()
+    a = hello(n1)
+    room = join(a)["room"]
+    settle()
+    b = hello(n2)
+    join(b, room)
+    wait_type(b, SNAPSHOT)
+    return a, b, room
+
+
+def stop_nodes(*nodes):
+    """Kill the nodes still running (resumed first, if stopped)."""
+    for n in nodes:
+        if n.p.poll() is None:
+            os.kill(n.p.pid, signal.SIGCONT)
+            n.kill()
+
+
 def t_cross_node(bus):
     n1, n2 = Node(bus, "n1"), Node(bus, "n2")
     try:
@@ -226,21 +247,13 @@ def t_cross_node(bus):
               (out, got))
         check(0 < got <= out, "snapshot messages counted once per tick")
     finally:
-        for n in (n1, n2):
-            if n.p.poll() is None:
-                n.kill()
+        stop_nodes(n1, n2)
 
 
 def t_kill_owner(bus):
     n1, n2 = Node(bus, "n1"), Node(bus, "n2")
     try:
-        settle()
-        a = hello(n1)
-        room = join(a)["room"]
-        settle()
-        b = hello(n2)
-        join(b, room)
-        wait_type(b, SNAPSHOT)
+        a, b, room = shared_room(n1, n2)
         t0 = time.monotonic()
         n1.kill()
         m = wait_type(b, ERROR, 3)
@@ -254,21 +267,13 @@ def t_kill_owner(bus):
         f2 = n2.final()
         check(f2["bus"]["peers_down"] >= 1, "peer declared dead")
     finally:
-        for n in (n1, n2):
-            if n.p.poll() is None:
-                n.kill()
+        stop_nodes(n1, n2)
 
 
 def t_stop_owner(bus):
     n1, n2 = Node(bus, "n1"), Node(bus, "n2")
     try:
-        settle()
-        a = hello(n1)
-        room = join(a)["room"]
-        settle()
-        b = hello(n2)
-        join(b, room)
-        wait_type(b, SNAPSHOT)
+        a, b, room = shared_room(n1, n2)
         os.kill(n1.p.pid, signal.SIGSTOP)
         m = wait_type(b, ERROR, 3)
         check(m["code"] == ROOM_LOST, "room_lost, got %d" % m["code"])
@@ -303,22 +308,13 @@ def t_stop_owner(bus):
         print("fenced ticks %d, evicted %d" %
               (f1["bus"]["fenced_ticks"], f1["bus"]["evicted"]))
     finally:
-        for n in (n1, n2):
-            if n.p.poll() is None:
-                os.kill(n.p.pid, signal.SIGCONT)
-                n.kill()
+        stop_nodes(n1, n2)
 
 
 def t_stop_gateway(bus):
     n1, n2 = Node(bus, "n1"), Node(bus, "n2")
     try:
-        settle()
-        a = hello(n1)
-        room = join(a)["room"]
-        settle()
-        b = hello(n2)
-        join(b, room)
-        wait_type(b, SNAPSHOT)
+        a, b, room = shared_room(n1, n2)
         os.kill(n2.p.pid, signal.SIGSTOP)
         time.sleep(2.0)  # declared dead after 0.6 s
         os.kill(n2.p.pid, signal.SIGCONT)
@@ -338,22 +334,13 @@ def t_stop_gateway(bus):
         m = wait_type(b, SNAPSHOT)
         check(b.id in m["entries"], "joined again, in its snapshot")
     finally:
-        for n in (n1, n2):
-            if n.p.poll() is None:
-                os.kill(n.p.pid, signal.SIGCONT)
-                n.kill()
+        stop_nodes(n1, n2)
 
 
 def t_bus_restart(bus):
     n1, n2 = Node(bus, "n1"), Node(bus, "n2")
     try:
-        settle()
-        a = hello(n1)
-        room = join(a)["room"]
-        settle()
-        b = hello(n2)
-        join(b, room)
-        wait_type(b, SNAPSHOT)
+        a, b, room = shared_room(n1, n2)
         bus.stop()
         m = wait_type(b, ERROR, 3)
         check(m["code"] == ROOM_LOST, "room_lost when the bus is down")
@@ -385,9 +372,7 @@ def t_bus_restart(bus):
         f1 = n1.final()
         check(f1["bus"]["reconnects"] >= 1, "reconnect counted")
     finally:
-        for n in (n1, n2):
-            if n.p.poll() is None:
-                n.kill()
+        stop_nodes(n1, n2)
 
 
 def t_stale(bus):
@@ -404,8 +389,7 @@ def t_stale(bus):
         f1 = n1.final()
         check(f1["bus"]["stale_dropped"] >= 1, "stale message counted")
     finally:
-        if n1.p.poll() is None:
-            n1.kill()
+        stop_nodes(n1)
 
 
 SCENARIOS = {"cross_node": t_cross_node, "kill_owner": t_kill_owner,

@@ -599,26 +599,16 @@ int main(int argc, char **argv)
 				print_row(r, cell);
 		}
 	}
-	snprintf(cell, sizeof(cell), "stall/%u+%u", stall_readers, stall_bots);
-	if (stall_on && bench_selected(&opts, cell)) {
-		struct result *r = &stall_result;
+	for (int w = 0; w < 2; w++) {
+		struct result *r = w ? &stall_ws_result : &stall_result;
 
-		run_cell_retry(r, stall_readers, V_SHARED, stall_bots,
-			       stall_seconds);
-		if (opts.json)
-			print_json(r, cell);
-		else
-			print_row(r, cell);
-		if (r->ran && r->failures)
-			zero_fail = false;
-	}
-	snprintf(cell, sizeof(cell), "stall-ws/%u+%u", stall_readers,
-		 stall_bots);
-	if (stall_on && var_on[V_WS] && bench_selected(&opts, cell)) {
-		struct result *r = &stall_ws_result;
-
-		run_cell_retry(r, stall_readers, V_WS, stall_bots,
-			       stall_seconds);
+		snprintf(cell, sizeof(cell), "%s/%u+%u",
+			 w ? "stall-ws" : "stall", stall_readers, stall_bots);
+		if (!stall_on || (w && !var_on[V_WS]) ||
+		    !bench_selected(&opts, cell))
+			continue;
+		run_cell_retry(r, stall_readers, w ? V_WS : V_SHARED,
+			       stall_bots, stall_seconds);
 		if (opts.json)
 			print_json(r, cell);
 		else

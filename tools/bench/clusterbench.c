@@ -138,6 +138,19 @@ static int wait_listen(unsigned int port, double end)
 	return -ETIMEDOUT;
 }
 
+/* ao-bots over the nodes (servers: "host:port,..."), for seconds. */
+static void bots_args(struct child_args *ba, const char *servers,
+		      double seconds)
+{
+	child_arg(ba, "%s", bots_path);
+	child_arg(ba, "--servers=%s", servers);
+	child_arg(ba, "--players=%u", players);
+	child_arg(ba, "--duration=%.3fs", seconds);
+	child_arg(ba, "--ramp=%.3fs", RAMP_S);
+	child_arg(ba, "--json");
+	child_arg(ba, "--progress=never");
+}
+
 static void nap(double s)
 {
 	if (s > 0)
@@ -331,13 +344,7 @@ static void cell(const char *url, int nodes, double seconds, double kill_at,
 			 i ? "," : "", port);
 		nap(0.3); /* its census, before the next one joins */
 	}
-	child_arg(&ba, "%s", bots_path);
-	child_arg(&ba, "--servers=%s", servers);
-	child_arg(&ba, "--players=%u", players);
-	child_arg(&ba, "--duration=%.3fs", seconds);
-	child_arg(&ba, "--ramp=%.3fs", RAMP_S);
-	child_arg(&ba, "--json");
-	child_arg(&ba, "--progress=never");
+	bots_args(&ba, servers, seconds);
 	t0 = child_now_s();
 	if (child_spawn(&b, ba.v, &(struct child_opts){ 0 })) {
 		broken = 1;
@@ -464,13 +471,7 @@ static void failover_cycles(const char *url, unsigned int nats_port, bool stop,
 			 i ? "," : "", port[i]);
 		nap(0.3);
 	}
-	child_arg(&ba, "%s", bots_path);
-	child_arg(&ba, "--servers=%s", servers);
-	child_arg(&ba, "--players=%u", players);
-	child_arg(&ba, "--duration=%.3fs", seconds);
-	child_arg(&ba, "--ramp=%.3fs", RAMP_S);
-	child_arg(&ba, "--json");
-	child_arg(&ba, "--progress=never");
+	bots_args(&ba, servers, seconds);
 	t0 = child_now_s();
 	if (child_spawn(&b, ba.v, &(struct child_opts){ 0 })) {
 		for (i = 0; i < NODES; i++)

@@ -324,12 +324,7 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 			o->ws = true;
 			break;
 		case OPT_WS_PATH:
-			if (optarg[0] != '/' || strpbrk(optarg, " \r\n") ||
-			    strlen(optarg) > 256)
-				bad_usage(
-					"--ws-path: '%s' is not a path of at most 256 bytes",
-					optarg);
-			o->ws_path = optarg;
+			o->ws_path = need_ws_path(optarg);
 			break;
 		case OPT_SEED:
 			o->seed = (uint32_t)need_count("seed", optarg, 0,

@@ -107,6 +107,15 @@ uint64_t need_duration(const char *name, const char *s, uint64_t min)
 	return v;
 }
 
+const char *need_ws_path(const char *s)
+{
+	/* It goes into the request line as it is. */
+	if (s[0] != '/' || strpbrk(s, " \r\n") || strlen(s) > 256)
+		bad_usage("--ws-path: '%s' is not a path of at most 256 bytes",
+			  s);
+	return s;
+}
+
 uint64_t need_duration_in(const char *name, const char *s, uint64_t min,
 			  uint64_t max)
 {

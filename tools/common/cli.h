@@ -61,6 +61,8 @@ uint64_t need_size(const char *name, const char *s, uint64_t min, uint64_t max);
 uint64_t need_duration(const char *name, const char *s, uint64_t min);
 uint64_t need_duration_in(const char *name, const char *s, uint64_t min,
 			  uint64_t max);
+/* --ws-path: an HTTP request target, "/..." of at most 256 bytes. */
+const char *need_ws_path(const char *s);
 /* --engine=epoll or uring (io_uring): false or true. */
 bool need_engine_uring(const char *s);
 /* --progress=auto, always or never: -1, 1 or 0. */
