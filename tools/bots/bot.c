@@ -628,11 +628,13 @@ void bot_on_frame(struct bot *b, const uint8_t *p, size_t n, uint64_t now)
 		     m.error.code == AP_ERR_ROOM_FULL) &&
 		    (b->state == B_ROOM || b->state == B_JOINING)) {
 			uint64_t out = b->out_since;
+			bool full = m.error.code == AP_ERR_ROOM_FULL;
 
-			BOT_BUMP(meas->stat[S_ROOM_LOST], 1);
+			BOT_BUMP(meas->stat[full ? S_ROOM_FULL : S_ROOM_LOST],
+				 1);
 			bot_lost_room(b, now);
 			/* A full room is no outage. */
-			if (m.error.code == AP_ERR_ROOM_FULL)
+			if (full)
 				b->out_since = out;
 			bot_join(b, now);
 			break;

@@ -1151,11 +1151,13 @@ static void print_text(const struct bots_ctx *ctx, const struct bot_meas *t,
 		       (unsigned long long)t->stat[S_STALL_CLOSED]);
 	if (o->nservers)
 		printf("  failover    %u nodes; %llu closed by a node and "
-		       "reconnected, %llu room_lost answered by a join, %llu "
+		       "reconnected, %llu room_lost and %llu room_full "
+		       "answered by a join, %llu "
 		       "inputs and chat lines lost with a room; out of a room "
 		       "%llu times: p50 %.1f  p99 %.1f  max %.1f ms\n",
 		       o->nservers, (unsigned long long)t->stat[S_FAILOVERS],
 		       (unsigned long long)t->stat[S_ROOM_LOST],
+		       (unsigned long long)t->stat[S_ROOM_FULL],
 		       (unsigned long long)t->stat[S_FAILOVER_LOST],
 		       (unsigned long long)t->outage.total,
 		       (double)hist_percentile(&t->outage, 50) / 1e6,
@@ -1226,7 +1228,8 @@ static void print_json(const struct bots_ctx *ctx, const struct bot_meas *t,
 	       "\"bytes_in_per_s\":%.1f,\"bytes_out_per_s\":%.1f,"
 	       "\"errors_rx\":%llu,\"stalled\":%llu,\"stall_closed\":%llu,"
 	       "\"failover\":{\"nodes\":%u,\"reconnects\":%llu,"
-	       "\"room_lost\":%llu,\"lost_in_flight\":%llu,\"outages\":%llu,"
+	       "\"room_lost\":%llu,\"room_full\":%llu,"
+	       "\"lost_in_flight\":%llu,\"outages\":%llu,"
 	       "\"outage_p50_ns\":%llu,\"outage_p99_ns\":%llu,"
 	       "\"outage_max_ns\":%llu},"
 	       "\"failures\":%llu,\"fail\":{",
@@ -1239,6 +1242,7 @@ static void print_json(const struct bots_ctx *ctx, const struct bot_meas *t,
 	       (unsigned long long)t->stat[S_STALL_CLOSED], o->nservers,
 	       (unsigned long long)t->stat[S_FAILOVERS],
 	       (unsigned long long)t->stat[S_ROOM_LOST],
+	       (unsigned long long)t->stat[S_ROOM_FULL],
 	       (unsigned long long)t->stat[S_FAILOVER_LOST],
 	       (unsigned long long)t->outage.total,
 	       (unsigned long long)hist_percentile(&t->outage, 50),

@@ -71,8 +71,9 @@ enum bot_stat {
 	S_ERRORS_RX, /* error messages from the server */
 	S_STALLED, /* bots that stopped reading */
 	S_STALL_CLOSED, /* ... and were closed by the server */
-	S_ROOM_LOST, /* --servers: room_lost (or room_full) answered by a
-		      * join */
+	S_ROOM_LOST, /* --servers: room_lost answered by a join */
+	S_ROOM_FULL, /* --servers: room_full (a place another node's census
+		      * showed, taken meanwhile) answered by a join */
 	S_FAILOVERS, /* --servers: closed by a node: connected to the next */
 	S_FAILOVER_LOST, /* inputs and chat lines lost with a room (counted,
 			  * not failures) */
