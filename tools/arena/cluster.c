@@ -1697,8 +1697,17 @@ static void on_census(struct ao_msg *m, void *arg)
 		cr = find_room(c, e->id);
 		if (cr && cr->proxy && !strcmp(cr->owner, owner) &&
 		    cr->epoch == e->epoch) {
+			uint32_t in = LOAD(cr->r->count);
+
+			/* The census counts the joins the owner had when it
+			 * sent it; joins from here not yet answered may not
+			 * be among them: they stay counted against this
+			 * node's share, or every node would take its share
+			 * again over the joins still on the way, and the
+			 * owner would refuse the excess (room_full). */
 			cr->census_fill = e->fill;
-			cr->since_census = 0;
+			cr->since_census =
+				cr->r->reserved > in ? cr->r->reserved - in : 0;
 		} else if (cr && (cr->epoch < e->epoch ||
 				  (cr->proxy && cr->epoch != e->epoch))) {
 			/* An own room found given away (after a stall, the
