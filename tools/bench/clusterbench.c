@@ -21,11 +21,19 @@
  * on a socket) and counts a room claimed by a node while another claimed
  * it less than a census period before.
  *
+ * The bots run on one CPU, the servers (the nodes and nats-server) on
+ * the others, as arenabench pins its server and bots (--no-pin: not
+ * pinned).  The steady cells give the CPU the servers, nats-server alone
+ * and the bots use per player-second.
+ *
  * Targets: the hop (cluster p50 at most single + 0.3 ms, p99 at most
  * single + 2 ms), delivery at least 99.9% in steady state, zero
  * verification failures, death declared within 1 s, outage p99 at most
- * 3 s, zero rooms with two owners.  Run it under flock /tmp/bench.lock;
- * compare its ratios, not absolute times across runs.
+ * 3 s, zero rooms with two owners.  --capacity instead searches the most
+ * players single and cluster each carry on the arena's targets (p99 at
+ * most one tick + 10 ms, 99.9% delivered, no failure); target: the
+ * cluster at least 0.75x the single node.  Run it under flock
+ * /tmp/bench.lock; compare its ratios, not absolute times across runs.
  */
 #include <errno.h>
 #include <limits.h>
@@ -45,6 +53,7 @@
 
 #define NODES 3
 #define RAMP_S 1.0
+#define WARMUP_S 1.0 /* the steady cells: played, not measured */
 #define SLACK_S 30.0
 #define CYCLE_S 4.0 /* a failover cycle */
 #define SETTLE_S 2.0 /* before the first cycle */
@@ -56,8 +65,10 @@
 static char arena_path[PATH_MAX], bots_path[PATH_MAX];
 static const char *nats_path = "nats-server";
 static unsigned int players = 300, cycles = 20;
-static bool cycles_set, no_failover;
+static bool cycles_set, no_failover, no_pin, capacity;
 static int broken;
+static cpu_set_t srv_cpus, bots_cpus; /* the servers' CPU, the bots' */
+static pid_t nats_pid;
 
 static bool extra(const char *arg)
 {
@@ -72,6 +83,14 @@ static bool extra(const char *arg)
 	}
 	if (!strcmp(arg, "--no-failover")) {
 		no_failover = true;
+		return true;
+	}
+	if (!strcmp(arg, "--no-pin")) {
+		no_pin = true;
+		return true;
+	}
+	if (!strcmp(arg, "--capacity")) {
+		capacity = no_failover = true;
 		return true;
 	}
 	if (!strncmp(arg, "--nats-server=", 14)) {
@@ -155,6 +174,25 @@ static void nap(double s)
 {
 	if (s > 0)
 		usleep((useconds_t)(s * 1e6));
+}
+
+/* Where the servers (the nodes and nats-server) and the bots run: apart,
+ * one CPU for the bots and the rest for the servers, as arenabench pins
+ * its server and its bots; NULL with --no-pin. */
+static const struct child_opts *srv_opts(void)
+{
+	static struct child_opts o;
+
+	o.cpus = no_pin ? NULL : &srv_cpus;
+	return &o;
+}
+
+static const struct child_opts *bots_opts(void)
+{
+	static struct child_opts o;
+
+	o.cpus = no_pin ? NULL : &bots_cpus;
+	return &o;
 }
 
 /*
@@ -302,9 +340,18 @@ static void watch_stop(struct watch *w)
 struct result {
 	double p50_ms, p99_ms, delivered;
 	double failures, room_lost, outage_p50_ms, outage_p99_ms;
-	double outage_max_ms, bus_msgs_out, forwarded;
+	double outage_max_ms, bus_msgs_out, forwarded, room_full;
+	double srv_us, nats_us, bots_us; /* CPU µs per player-second */
 	bool ok;
 };
+
+/* The cell's arena targets: p99 at most one tick + 10 ms, 99.9% of the
+ * snapshots delivered, nothing failed verification. */
+static bool on_target(const struct result *r)
+{
+	return r->ok && r->p99_ms <= 60 && r->delivered >= 0.999 &&
+	       !r->failures;
+}
 
 /* One cell: nodes ao-arena processes (0: one, without the bus), bots
  * over them for seconds; kill_at > 0: SIGKILL of the second node then. */
@@ -316,7 +363,8 @@ static void cell(const char *url, int nodes, double seconds, double kill_at,
 	char servers[256] = "", json[CHILD_LINE_MAX], fin[CHILD_LINE_MAX];
 	unsigned int port;
 	int count = nodes ? nodes : 1, i;
-	double t0;
+	long long srv0 = 0, srv1 = 0, nats0, nats1, bots0, bots1;
+	double t0, t_on, hz = (double)bench_clk_tck();
 
 	memset(r, 0, sizeof(*r));
 	for (i = 0; i < count; i++) {
@@ -331,7 +379,7 @@ static void cell(const char *url, int nodes, double seconds, double kill_at,
 			child_arg(&aa, "--nats=%s", url);
 			child_arg(&aa, "--node=n%d", i + 1);
 		}
-		if (child_spawn(&n[i], aa.v, &(struct child_opts){ 0 }) ||
+		if (child_spawn(&n[i], aa.v, srv_opts()) ||
 		    child_port(&n[i], child_now_s() + 30, &port)) {
 			fprintf(stderr, "clusterbench: a node did not start\n");
 			while (i >= 0)
@@ -345,20 +393,44 @@ static void cell(const char *url, int nodes, double seconds, double kill_at,
 		nap(0.3); /* its census, before the next one joins */
 	}
 	bots_args(&ba, servers, seconds);
+	child_arg(&ba, "--warmup=%.3fs", WARMUP_S);
 	t0 = child_now_s();
-	if (child_spawn(&b, ba.v, &(struct child_opts){ 0 })) {
+	if (child_spawn(&b, ba.v, bots_opts())) {
 		broken = 1;
 		for (i = 0; i < count; i++)
 			child_close(&n[i]);
 		return;
 	}
 	if (kill_at > 0) {
-		nap(t0 + RAMP_S + kill_at - child_now_s());
+		nap(t0 + RAMP_S + WARMUP_S + kill_at - child_now_s());
 		child_kill(&n[1]);
+	} else {
+		/* CPU over the measured window, after the ramp and warm-up. */
+		t_on = t0 + RAMP_S + WARMUP_S + 0.05;
+		nap(t_on - child_now_s());
+		for (i = 0; i < count; i++)
+			srv0 += child_cpu_ticks(n[i].pid, NULL);
+		nats0 = child_cpu_ticks(nats_pid, NULL);
+		bots0 = child_cpu_ticks(b.pid, NULL);
+		nap(t_on + seconds - 0.1 - child_now_s());
+		for (i = 0; i < count; i++)
+			srv1 += child_cpu_ticks(n[i].pid, NULL);
+		nats1 = child_cpu_ticks(nats_pid, NULL);
+		bots1 = child_cpu_ticks(b.pid, NULL);
+		if (nodes) {
+			srv0 += nats0;
+			srv1 += nats1;
+			r->nats_us = (double)(nats1 - nats0) / hz * 1e6 /
+				     (players * (seconds - 0.1));
+		}
+		r->srv_us = (double)(srv1 - srv0) / hz * 1e6 /
+			    (players * (seconds - 0.1));
+		r->bots_us = (double)(bots1 - bots0) / hz * 1e6 /
+			     (players * (seconds - 0.1));
 	}
 	json[0] = 0;
-	child_last_json(&b, t0 + RAMP_S + seconds + SLACK_S, "\"status\"", json,
-			sizeof(json));
+	child_last_json(&b, t0 + RAMP_S + WARMUP_S + seconds + SLACK_S,
+			"\"status\"", json, sizeof(json));
 	child_finish(&b, 5);
 	for (i = 0; i < count; i++) {
 		if (kill_at > 0 && i == 1)
@@ -383,6 +455,7 @@ static void cell(const char *url, int nodes, double seconds, double kill_at,
 	r->delivered = json_or(json, "delivered", 0);
 	r->failures = json_or(json, "failures", 0);
 	r->room_lost = json_or(json, "room_lost", 0);
+	r->room_full = json_or(json, "room_full", 0);
 	r->outage_p50_ms = json_or(json, "outage_p50_ns", 0) / 1e6;
 	r->outage_p99_ms = json_or(json, "outage_p99_ns", 0) / 1e6;
 	r->outage_max_ms = json_or(json, "outage_max_ns", 0) / 1e6;
@@ -401,7 +474,7 @@ static int node_spawn(struct child *n, const char *url, const char *name,
 	child_arg(&aa, "--workers=1");
 	child_arg(&aa, "--nats=%s", url);
 	child_arg(&aa, "--node=%s", name);
-	if (child_spawn(n, aa.v, &(struct child_opts){ 0 }) ||
+	if (child_spawn(n, aa.v, srv_opts()) ||
 	    child_port(n, child_now_s() + 30, got)) {
 		fprintf(stderr, "clusterbench: node %s did not start\n", name);
 		child_close(n);
@@ -473,7 +546,7 @@ static void failover_cycles(const char *url, unsigned int nats_port, bool stop,
 	}
 	bots_args(&ba, servers, seconds);
 	t0 = child_now_s();
-	if (child_spawn(&b, ba.v, &(struct child_opts){ 0 })) {
+	if (child_spawn(&b, ba.v, bots_opts())) {
 		for (i = 0; i < NODES; i++)
 			child_close(&nodes[i]);
 		goto out;
@@ -616,17 +689,51 @@ static void report(const struct bench_opts *o, const char *name,
 		bench_json_num("delivered", r->delivered);
 		bench_json_num("failures", r->failures);
 		bench_json_num("room_lost", r->room_lost);
+		bench_json_num("room_full", r->room_full);
 		bench_json_num("outage_p50_ms", r->outage_p50_ms);
 		bench_json_num("outage_p99_ms", r->outage_p99_ms);
 		bench_json_num("outage_max_ms", r->outage_max_ms);
 		bench_json_num("bus_msgs_out_per_s", r->bus_msgs_out / seconds);
 		bench_json_num("players_forwarded", r->forwarded);
+		bench_json_num("server_cpu_us_per_player_s", r->srv_us);
+		bench_json_num("nats_cpu_us_per_player_s", r->nats_us);
+		bench_json_num("bots_cpu_us_per_player_s", r->bots_us);
 		bench_json_end();
 		return;
 	}
-	printf("  %-9s %8.2f %8.2f %9.4f %8.0f %8.0f %9.1f %9.1f %9.0f\n", name,
-	       r->p50_ms, r->p99_ms, r->delivered, r->failures, r->room_lost,
-	       r->outage_p50_ms, r->outage_p99_ms, r->bus_msgs_out / seconds);
+	printf("  %-9s %5u %8.2f %8.2f %9.4f %5.0f %5.0f %5.0f %9.0f %6.1f "
+	       "%6.1f %6.1f\n",
+	       name, players, r->p50_ms, r->p99_ms, r->delivered, r->failures,
+	       r->room_lost, r->room_full, r->bus_msgs_out / seconds, r->srv_us,
+	       r->nats_us, r->bots_us);
+}
+
+/*
+ * The most players a cell carries on the arena's targets: up by a quarter
+ * from start while on target, then halving the gap between the last count
+ * on target and the first off it, down to 5% of the count (at most 10
+ * cells).  Every cell is printed; 0 if not even a fifth of start holds.
+ */
+static unsigned int capacity_of(const struct bench_opts *o, const char *url,
+				int nodes, const char *name, double seconds,
+				unsigned int start)
+{
+	unsigned int good = 0, bad = 0, n = start;
+	struct result r;
+
+	for (int step = 0; step < 10 && n >= start / 5 && !broken; step++) {
+		players = n;
+		cell(url, nodes, seconds, 0, &r);
+		report(o, name, &r, seconds);
+		if (on_target(&r))
+			good = n;
+		else
+			bad = n;
+		if (bad && bad - good <= (good / 20 > 25 ? good / 20 : 25))
+			break;
+		n = !bad ? n + n / 4 : good ? (good + bad) / 2 : n * 2 / 3;
+	}
+	return good;
 }
 
 int main(int argc, char **argv)
@@ -641,6 +748,7 @@ int main(int argc, char **argv)
 	char nats_bin[PATH_MAX];
 	unsigned int port;
 	double seconds;
+	unsigned int cap_single = 0, cap_cluster = 0;
 	int rc;
 
 	bench_parse(argc, argv, &o, 10.0, 1,
@@ -649,6 +757,12 @@ int main(int argc, char **argv)
 		    "(default 20, 3 with --quick)\n"
 		    "  --no-failover     the steady cells only (a capacity "
 		    "step)\n"
+		    "  --capacity        search the most players each of "
+		    "single and cluster\n"
+		    "                    carries on target, from --players "
+		    "up (no failover)\n"
+		    "  --no-pin          do not pin the bots apart from the "
+		    "servers\n"
 		    "  --nats-server=P   the nats-server to run\n",
 		    extra);
 	seconds = o.quick ? 4.0 : o.seconds;
@@ -658,6 +772,8 @@ int main(int argc, char **argv)
 	bench_default_path(arena_path, sizeof(arena_path), "../arena/ao-arena");
 	bench_default_path(bots_path, sizeof(bots_path), "../bots/ao-bots");
 	child_guard_signals();
+	if (!no_pin && !bench_split_cpus(&bots_cpus, &srv_cpus))
+		no_pin = true; /* one CPU: nothing to pin apart */
 	if (!mkdtemp(dir) || !(port = free_port())) {
 		fprintf(stderr, "clusterbench: no scratch dir or port\n");
 		return 1;
@@ -672,20 +788,26 @@ int main(int argc, char **argv)
 	child_arg(&na, "-sd");
 	child_arg(&na, "%s", dir);
 	if (child_spawn(&nats, na.v,
-			&(struct child_opts){ .keep_stderr = true }) ||
+			&(struct child_opts){ .keep_stderr = true,
+					      .cpus = srv_opts()->cpus }) ||
 	    wait_listen(port, child_now_s() + 10)) {
 		fprintf(stderr, "clusterbench: SKIP: no nats-server (%s)\n",
 			nats_path);
 		return 0;
 	}
+	nats_pid = nats.pid;
 	snprintf(url, sizeof(url), "nats://127.0.0.1:%u", port);
 	bench_begin(&run);
 	if (!o.json)
 		printf("clusterbench: %u players, %.0f s a cell, %d nodes on "
-		       "%s\n  %-9s %8s %8s %9s %8s %8s %9s %9s %9s\n",
-		       players, seconds, NODES, url, "cell", "p50 ms", "p99 ms",
-		       "delivered", "failures", "lost", "out p50", "out p99",
-		       "bus msg/s");
+		       "%s, %s\n  CPU: user + system µs per player-second "
+		       "(server: the nodes and nats-server)\n"
+		       "  %-9s %5s %8s %8s %9s %5s %5s %5s %9s %6s %6s %6s\n",
+		       players, seconds, NODES, url,
+		       no_pin ? "not pinned" :
+				"the bots on one CPU, the servers on the rest",
+		       "cell", "bots", "p50 ms", "p99 ms", "delivered", "fail",
+		       "lost", "full", "bus msg/s", "server", "nats", "bots");
 	/* Cells left out by --only count as passed, with zeros. */
 	memset(&single, 0, sizeof(single));
 	memset(&cluster, 0, sizeof(cluster));
@@ -693,11 +815,18 @@ int main(int argc, char **argv)
 	memset(&ck, 0, sizeof(ck));
 	memset(&cs, 0, sizeof(cs));
 	ck.ok = cs.ok = true;
-	if (bench_selected(&o, "single")) {
+	if (capacity) {
+		cap_single =
+			capacity_of(&o, url, 0, "single", seconds, players);
+		cap_cluster = capacity_of(&o, url, NODES, "cluster", seconds,
+					  cap_single * 3 / 4 > 100 ?
+						  cap_single * 3 / 4 :
+						  players);
+	} else if (bench_selected(&o, "single")) {
 		cell(url, 0, seconds, 0, &single);
 		report(&o, "single", &single, seconds);
 	}
-	if (bench_selected(&o, "cluster")) {
+	if (!capacity && bench_selected(&o, "cluster")) {
 		cell(url, NODES, seconds, 0, &cluster);
 		report(&o, "cluster", &cluster, seconds);
 	}
@@ -726,6 +855,16 @@ int main(int argc, char **argv)
 	rc = system(cmd);
 	(void)rc;
 
+	if (capacity) {
+		bench_goal(&run, "capacity", cap_cluster >= 0.75 * cap_single,
+			   cap_single ? (double)cap_cluster / cap_single : 0,
+			   0.75,
+			   "on target: cluster %u players, single %u: %.2fx "
+			   "(at least 0.75x)",
+			   cap_cluster, cap_single,
+			   cap_single ? (double)cap_cluster / cap_single : 0);
+		goto end;
+	}
 	bench_goal(&run, "hop p50", cluster.p50_ms <= single.p50_ms + 0.3,
 		   cluster.p50_ms - single.p50_ms, 0.3,
 		   "cluster p50 %.2f ms vs single %.2f ms (+0.3 ms allowed)",
@@ -761,6 +900,7 @@ int main(int argc, char **argv)
 		   (unsigned long long)ck.two_owners,
 		   (unsigned long long)cs.two_owners,
 		   (unsigned long long)(ck.censuses + cs.censuses));
+end:
 	bench_end(&run,
 		  &(struct bench_count){ "broken", broken, "cell broken",
 					 "cells broken" },
