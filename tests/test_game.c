@@ -374,22 +374,22 @@ static void test_play(void **state)
 	t_watchdog_disarm();
 }
 
-/* The other engine, threads and handlers, and copy broadcast. */
+/* The other engine, threads and handlers, and copy broadcast; inputs
+ * at jittered times (two in one tick, none in the next: still every one
+ * verified). */
 static void test_play_variants(void **state)
 {
 	const char *aa[] = { "--mode=worker", "--copy-broadcast", "--rings=2",
 			     NULL };
-	const char *ba[] = { "--players=40", "--duration=1500ms",
-			     "--ramp=200ms", "--chat=300ms",
-			     "--drain=1s",   "--engine=uring",
-			     "--threads=2",  NULL };
-	const char *ba_epoll[] = { "--players=40",
-				   "--duration=1500ms",
-				   "--ramp=200ms",
-				   "--chat=300ms",
-				   "--drain=1s",
-				   "--threads=2",
-				   NULL };
+	const char *ba[] = {
+		"--players=40", "--duration=1500ms", "--ramp=200ms",
+		"--chat=300ms", "--drain=1s",	     "--engine=uring",
+		"--threads=2",	"--jitter",	     NULL
+	};
+	const char *ba_epoll[] = { "--players=40", "--duration=1500ms",
+				   "--ramp=200ms", "--chat=300ms",
+				   "--drain=1s",   "--threads=2",
+				   "--jitter",	   NULL };
 	char *bj, *aj;
 
 	(void)state;

@@ -115,6 +115,8 @@ static void usage(FILE *f)
 		"      --players=N       bots, one connection each (default 100)\n"
 		"  -R, --rate=R          inputs per second per bot (default 0: the\n"
 		"                        server's tick rate)\n"
+		"      --jitter          each input at a random time from half a\n"
+		"                        period to one and a half after the last\n"
 		"      --chat=T          mean time between a bot's chat lines (default\n"
 		"                        5s; 0: no chat)\n"
 		"      --ping=T          time between a bot's pings (default 1s; 0: none)\n"
@@ -166,6 +168,7 @@ enum {
 	OPT_WS,
 	OPT_WS_PATH,
 	OPT_SERVERS,
+	OPT_JITTER,
 };
 
 static const struct option long_opts[] = {
@@ -174,6 +177,7 @@ static const struct option long_opts[] = {
 	{ "port", required_argument, NULL, 'p' },
 	{ "players", required_argument, NULL, 'n' },
 	{ "rate", required_argument, NULL, 'R' },
+	{ "jitter", no_argument, NULL, OPT_JITTER },
 	{ "chat", required_argument, NULL, OPT_CHAT },
 	{ "ping", required_argument, NULL, OPT_PING },
 	{ "duration", required_argument, NULL, 'd' },
@@ -329,6 +333,9 @@ static void parse_args(int argc, char **argv, struct bots_ctx *ctx)
 		case OPT_SEED:
 			o->seed = (uint32_t)need_count("seed", optarg, 0,
 						       UINT32_MAX);
+			break;
+		case OPT_JITTER:
+			o->jitter = true;
 			break;
 		case 'e':
 			o->engine = need_engine_uring(optarg) ? ENG_URING :
@@ -706,8 +713,16 @@ static void bot_timers(struct bots_worker *w, struct bot *b, uint64_t now)
 		b->t_input = 0;
 		if (live && b->state == B_ROOM) {
 			bot_send_input(b, next_dir(b), now);
-			/* Fixed rate, but never a burst to catch up. */
+			/* Fixed rate, but never a burst to catch up.  With
+			 * --jitter, anywhere from half a period to one and a
+			 * half (the same rate on average): the wait for the
+			 * server's tick then varies from input to input, and
+			 * the latency's percentiles stand on every input,
+			 * not on one fixed phase a bot. */
 			b->t_input = now + period;
+			if (o->jitter)
+				b->t_input += (uint64_t)bot_rnd(b) % period -
+					      period / 2;
 		}
 	}
 	if (b->t_chat && now >= b->t_chat) {

@@ -221,6 +221,7 @@ struct bots_opts {
 	uint32_t players;
 	uint32_t threads;
 	uint64_t rate; /* inputs per second per bot; 0: the tick rate */
+	bool jitter; /* each input at a random time in its period */
 	uint64_t chat_ns; /* mean interval between a bot's chat lines */
 	uint64_t ping_ns;
 	uint64_t duration_ns; /* measured, after ramp + warmup */
