@@ -355,6 +355,9 @@ bench-common	:= $(out)tools/bench/bench.o $(out)tools/bench/child.o \
 $(bench-bins): prog-libs = -lm
 $(out)tools/bench/busbench: $(cluster-a)
 $(out)tools/bench/busbench: prog-libs += $(cluster-prog-libs)
+# busbench's baseline, cnats alone: where cluster/ is built on cnats.
+$(out)tools/bench/busbench.o: ccflags-y += \
+	$(if $(filter y,$(CONFIG_NATS)),-DAO_HAVE_NATS)
 $(bench-bins): $(out)tools/bench/%: $(out)tools/bench/%.o $(bench-common) \
 	       $(lib-a)
 	$(call cmd,ld_prog)

@@ -9,7 +9,9 @@
  *			buffer and hand-off to the strand included.
  *			MODE flusher: cnats' default, a flusher thread that
  *			waits up to 1 ms to batch; asap: send_asap, the
- *			publishing thread writes at once.
+ *			publishing thread writes at once; cnats: the
+ *			baseline, cnats alone (SendAsap, its callback on its
+ *			delivery thread takes the time: no copy, no strand).
  *	request/MODE	A sends a request to an echo responder on B, one at
  *			a time; the time from ao_node_request() to the reply
  *			callback on A's strand (both nodes in MODE).
@@ -42,6 +44,9 @@
 #include <aorta/core/exec.h>
 #include <aorta/core/strand.h>
 #include <aorta/core/timer.h>
+#ifdef AO_HAVE_NATS
+#include <nats/nats.h>
+#endif
 #include "bench.h"
 #include "../../tests/test_cluster_natsd.h"
 
@@ -228,6 +233,91 @@ static void run_oneway(bool asap, size_t count)
 	free(o.lat);
 	env_down(&e);
 }
+
+#ifdef AO_HAVE_NATS
+/* The baseline: the same one way with cnats alone. */
+static void raw_rx(natsConnection *nc, natsSubscription *ns, natsMsg *m,
+		   void *arg)
+{
+	struct oneway *o = arg;
+	uint64_t now = bench_now_ns(), sent;
+	size_t i;
+
+	(void)nc;
+	(void)ns;
+	if (natsMsg_GetDataLength(m) != (int)sizeof(sent)) {
+		__atomic_add_fetch(&o->probes, 1, __ATOMIC_RELEASE);
+	} else {
+		memcpy(&sent, natsMsg_GetData(m), sizeof(sent));
+		i = __atomic_load_n(&o->n, __ATOMIC_RELAXED);
+		if (i < o->cap) {
+			o->lat[i] = now - sent;
+			__atomic_store_n(&o->n, i + 1, __ATOMIC_RELEASE);
+		}
+	}
+	natsMsg_Destroy(m);
+}
+
+static natsConnection *raw_connect(void)
+{
+	natsConnection *nc = NULL;
+	natsOptions *o;
+
+	if (natsOptions_Create(&o) != NATS_OK)
+		return NULL;
+	if (natsOptions_SetURL(o, natsd.url) == NATS_OK &&
+	    natsOptions_SetSendAsap(o, true) == NATS_OK)
+		natsConnection_Connect(&nc, o);
+	natsOptions_Destroy(o);
+	return nc;
+}
+
+static void run_oneway_raw(size_t count)
+{
+	natsConnection *a, *b;
+	natsSubscription *ns = NULL;
+	struct oneway o = { 0 };
+	size_t i;
+
+	if (!bench_selected(&opts, "oneway/cnats"))
+		return;
+	a = raw_connect();
+	b = raw_connect();
+	if (!a || !b ||
+	    natsConnection_Subscribe(&ns, b, "bench.raw", raw_rx, &o) !=
+		    NATS_OK ||
+	    natsConnection_Flush(b) != NATS_OK)
+		die("cnats alone", -ECONNREFUSED);
+	o.lat = calloc(count, sizeof(*o.lat));
+	o.cap = o.lat ? count : 0;
+	for (i = 0; i < 5000 && !__atomic_load_n(&o.probes, __ATOMIC_ACQUIRE);
+	     i++) {
+		natsConnection_Publish(a, "bench.raw", "p", 1);
+		msleep_us(1000);
+	}
+	for (i = 0; i < count; i++) {
+		uint64_t now = bench_now_ns();
+
+		natsConnection_Publish(a, "bench.raw", &now, sizeof(now));
+		msleep_us(1000);
+	}
+	for (i = 0; i < 2000 && __atomic_load_n(&o.n, __ATOMIC_ACQUIRE) < count;
+	     i++)
+		msleep_us(1000);
+	natsSubscription_Unsubscribe(ns);
+	natsSubscription_Destroy(ns);
+	natsConnection_Destroy(a);
+	natsConnection_Destroy(b);
+	record("oneway", "cnats", o.lat,
+	       __atomic_load_n(&o.n, __ATOMIC_ACQUIRE));
+	free(o.lat);
+}
+#else
+static void run_oneway_raw(size_t count)
+{
+	(void)count;
+}
+#endif
 
 /* ---- burst ---- */
 
@@ -486,6 +576,27 @@ static void ratios(void)
 			       f->p99_us / a->p99_us);
 		}
 	}
+	/* What the copy and the strand add to cnats alone. */
+	{
+		const struct cell_result *a = find("oneway", "asap");
+		const struct cell_result *r = find("oneway", "cnats");
+
+		if (!a || !r || !r->p50_us || !r->p99_us)
+			return;
+		if (opts.json) {
+			bench_json_begin("busbench");
+			bench_json_str("cell", "oneway");
+			bench_json_str("mode", "asap/cnats");
+			bench_json_num("p50_ratio", a->p50_us / r->p50_us);
+			bench_json_num("p99_ratio", a->p99_us / r->p99_us);
+			bench_json_end();
+		} else {
+			printf("%-12s asap/cnats: p50 %.2fx (+%.1f us), p99 "
+			       "%.2fx\n",
+			       "oneway", a->p50_us / r->p50_us,
+			       a->p50_us - r->p50_us, a->p99_us / r->p99_us);
+		}
+	}
 }
 
 int main(int argc, char **argv)
@@ -519,6 +630,7 @@ int main(int argc, char **argv)
 	}
 	run_oneway(false, count);
 	run_oneway(true, count);
+	run_oneway_raw(count);
 	run_burst(false, opts.quick ? 20000 : 200000);
 	run_burst(true, opts.quick ? 20000 : 200000);
 	run_request(false, count);
