@@ -88,12 +88,15 @@ warm_s=$((secs / 4))
 # the arena the server holds connection state, send-queue nodes, receive
 # copies held while the pool is empty and the allocator's free lists;
 # those wobble by a few MiB as a flood of 1000 connections or the
-# never-reading clients come and go, but do not trend.  A leak of even
-# 100 bytes per connection, with churn opening some 2000 connections a
-# second, grows by about 12 MiB a minute: past the bound within a minute
-# or two.
+# never-reading clients come and go, but do not trend; and once in a run
+# the allocator's high-water mark may step up when a fault episode first
+# catches the pool empty (len16: 4984 -> 17224 kB at 68 s of 120, then
+# flat for the rest; in other runs the step came before the warm-up).  A
+# leak of even 100 bytes per connection, with churn opening some 2000
+# connections a second, grows by about 12 MiB a minute: past the bound
+# within two minutes.
 RSS_TOLERANCE_PCT=${RSS_TOLERANCE_PCT:-10}
-RSS_SLACK_KB=${RSS_SLACK_KB:-8192}
+RSS_SLACK_KB=${RSS_SLACK_KB:-16384}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aorta-soak.XXXXXX") || exit 2
 children=""
