@@ -60,6 +60,7 @@ struct ao_node {
 	uint32_t sub_rr; /* atomic: next lent strand */
 	int open_subs; /* atomic: subscriptions not closed by the user */
 	int live_subs; /* atomic: subscription structs not freed */
+	struct node_grave *graves; /* under lock: cnats subs to destroy */
 	struct ao_exec *kv_exec; /* the thread KV calls block on */
 	struct ao_node_stats st; /* counters: atomic adds */
 };

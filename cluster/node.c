@@ -159,6 +159,63 @@ static bool valid_subject(const char *subject)
  * Subscriptions
  */
 
+/*
+ * cnats 3.4's reader can still lock a subscription it looked up before an
+ * unsubscribe removed it, after its last callback came (fixed in cnats
+ * 3.6): destroyed at once, it aborted in natsConn_processMsg().  So a
+ * subscription is destroyed once it has been closed GRAVE_NS, or with
+ * the node once its connection is closed.
+ */
+#define GRAVE_NS (2000ull * 1000000ull)
+
+struct node_grave {
+	struct node_grave *next;
+	natsSubscription *ns;
+	uint64_t at;
+};
+
+static void graves_reap(struct ao_node *node, bool all)
+{
+	struct node_grave *keep = NULL, *dead = NULL, *g, *n;
+	uint64_t now = ao__cluster_now();
+
+	ao_spin_lock(&node->lock);
+	for (g = node->graves; g; g = n) {
+		n = g->next;
+		if (all || now - g->at >= GRAVE_NS) {
+			g->next = dead;
+			dead = g;
+		} else {
+			g->next = keep;
+			keep = g;
+		}
+	}
+	node->graves = keep;
+	ao_spin_unlock(&node->lock);
+	for (g = dead; g; g = n) {
+		n = g->next;
+		natsSubscription_Destroy(g->ns);
+		free(g);
+	}
+}
+
+static void sub_bury(struct ao_node *node, natsSubscription *ns)
+{
+	struct node_grave *g = malloc(sizeof(*g));
+
+	if (!g) { /* no memory: at once, as cnats would have it */
+		natsSubscription_Destroy(ns);
+		return;
+	}
+	g->ns = ns;
+	g->at = ao__cluster_now();
+	ao_spin_lock(&node->lock);
+	g->next = node->graves;
+	node->graves = g;
+	ao_spin_unlock(&node->lock);
+	graves_reap(node, false);
+}
+
 static void sub_put(struct ao_sub *sub)
 {
 	struct ao_node *node = sub->node;
@@ -166,7 +223,7 @@ static void sub_put(struct ao_sub *sub)
 	if (__atomic_sub_fetch(&sub->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	if (sub->ns)
-		natsSubscription_Destroy(sub->ns);
+		sub_bury(node, sub->ns);
 	free(sub);
 	/* Release: ao_node_destroy() reads 0 and frees the node. */
 	__atomic_sub_fetch(&node->live_subs, 1, __ATOMIC_RELEASE);
@@ -1098,6 +1155,7 @@ int ao_node_destroy(struct ao_node *node)
 	}
 	if (!node_drained(node))
 		return -EBUSY;
+	graves_reap(node, true);
 	if (node->kv_exec) {
 		ao_exec_destroy(node->kv_exec);
 		node->kv_exec = NULL;
