@@ -357,10 +357,15 @@ static bool on_target(const struct result *r)
 	       !r->failures;
 }
 
+/* CPU ticks over s seconds as µs per player-second. */
+static double per_player_us(long long ticks, double s)
+{
+	return (double)ticks / (double)bench_clk_tck() * 1e6 / (players * s);
+}
+
 /* One cell: nodes ao-arena processes (0: one, without the bus), bots
- * over them for seconds; kill_at > 0: SIGKILL of the second node then. */
-static void cell(const char *url, int nodes, double seconds, double kill_at,
-		 struct result *r)
+ * over them for seconds. */
+static void cell(const char *url, int nodes, double seconds, struct result *r)
 {
 	struct child n[NODES], b;
 	struct child_args ba = { 0 };
@@ -368,7 +373,7 @@ static void cell(const char *url, int nodes, double seconds, double kill_at,
 	unsigned int port;
 	int count = nodes ? nodes : 1, i;
 	long long srv0 = 0, srv1 = 0, nats0, nats1, bots0, bots1;
-	double t0, t_on, hz = (double)bench_clk_tck();
+	double t0, t_on;
 
 	memset(r, 0, sizeof(*r));
 	for (i = 0; i < count; i++) {
@@ -405,40 +410,30 @@ static void cell(const char *url, int nodes, double seconds, double kill_at,
 			child_close(&n[i]);
 		return;
 	}
-	if (kill_at > 0) {
-		nap(t0 + RAMP_S + WARMUP_S + kill_at - child_now_s());
-		child_kill(&n[1]);
-	} else {
-		/* CPU over the measured window, after the ramp and warm-up. */
-		t_on = t0 + RAMP_S + WARMUP_S + 0.05;
-		nap(t_on - child_now_s());
-		for (i = 0; i < count; i++)
-			srv0 += child_cpu_ticks(n[i].pid, NULL);
-		nats0 = child_cpu_ticks(nats_pid, NULL);
-		bots0 = child_cpu_ticks(b.pid, NULL);
-		nap(t_on + seconds - 0.1 - child_now_s());
-		for (i = 0; i < count; i++)
-			srv1 += child_cpu_ticks(n[i].pid, NULL);
-		nats1 = child_cpu_ticks(nats_pid, NULL);
-		bots1 = child_cpu_ticks(b.pid, NULL);
-		if (nodes) {
-			srv0 += nats0;
-			srv1 += nats1;
-			r->nats_us = (double)(nats1 - nats0) / hz * 1e6 /
-				     (players * (seconds - 0.1));
-		}
-		r->srv_us = (double)(srv1 - srv0) / hz * 1e6 /
-			    (players * (seconds - 0.1));
-		r->bots_us = (double)(bots1 - bots0) / hz * 1e6 /
-			     (players * (seconds - 0.1));
+	/* CPU over the measured window, after the ramp and warm-up. */
+	t_on = t0 + RAMP_S + WARMUP_S + 0.05;
+	nap(t_on - child_now_s());
+	for (i = 0; i < count; i++)
+		srv0 += child_cpu_ticks(n[i].pid, NULL);
+	nats0 = child_cpu_ticks(nats_pid, NULL);
+	bots0 = child_cpu_ticks(b.pid, NULL);
+	nap(t_on + seconds - 0.1 - child_now_s());
+	for (i = 0; i < count; i++)
+		srv1 += child_cpu_ticks(n[i].pid, NULL);
+	nats1 = child_cpu_ticks(nats_pid, NULL);
+	bots1 = child_cpu_ticks(b.pid, NULL);
+	if (nodes) {
+		srv0 += nats0;
+		srv1 += nats1;
+		r->nats_us = per_player_us(nats1 - nats0, seconds - 0.1);
 	}
+	r->srv_us = per_player_us(srv1 - srv0, seconds - 0.1);
+	r->bots_us = per_player_us(bots1 - bots0, seconds - 0.1);
 	json[0] = 0;
 	child_last_json(&b, t0 + RAMP_S + WARMUP_S + seconds + SLACK_S,
 			"\"status\"", json, sizeof(json));
 	child_finish(&b, 5);
 	for (i = 0; i < count; i++) {
-		if (kill_at > 0 && i == 1)
-			continue;
 		kill(n[i].pid, SIGTERM);
 		fin[0] = 0;
 		child_last_json(&n[i], child_now_s() + 30, "\"final\"", fin,
@@ -727,7 +722,7 @@ static unsigned int capacity_of(const struct bench_opts *o, const char *url,
 
 	for (int step = 0; step < 10 && n >= start / 5 && !broken; step++) {
 		players = n;
-		cell(url, nodes, seconds, 0, &r);
+		cell(url, nodes, seconds, &r);
 		report(o, name, &r, seconds);
 		if (on_target(&r))
 			good = n;
@@ -827,11 +822,11 @@ int main(int argc, char **argv)
 						  cap_single * 3 / 4 :
 						  players);
 	} else if (bench_selected(&o, "single")) {
-		cell(url, 0, seconds, 0, &single);
+		cell(url, 0, seconds, &single);
 		report(&o, "single", &single, seconds);
 	}
 	if (!capacity && bench_selected(&o, "cluster")) {
-		cell(url, NODES, seconds, 0, &cluster);
+		cell(url, NODES, seconds, &cluster);
 		report(&o, "cluster", &cluster, seconds);
 	}
 	if (!o.json && !no_failover)
