@@ -1057,7 +1057,10 @@ static void drain_lost(struct croom *cr)
 				else
 					pvec_add(&later, p);
 			} else {
-				lose_player(r, p, false, false);
+				/* A member may have sent its leave: in leaving
+				 * too, and its place goes back once. */
+				lose_player(r, p, pvec_del(&cr->leaving, p),
+					    false);
 			}
 		}
 		for (i = 0; i < cr->joining.n; i++)
