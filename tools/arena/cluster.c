@@ -1987,10 +1987,19 @@ int cluster_start(struct arena *a, const struct cluster_opts *o)
 			break;
 	}
 	if (c->idx == 256) {
+		/* Indexes are not reused (see ao-arena(1)): the bucket is
+		 * in memory storage, a nats-server restart empties it. */
+		fprintf(stderr,
+			"ao-arena: the directory (KV %s) has no "
+			"free node index: 255 nodes have started "
+			"since it was made; restart nats-server to "
+			"empty it\n",
+			BUCKET);
 		err = -ENOSPC;
 		goto fail;
 	}
-	a->next_id = c->idx << 24;
+	a->id_base = c->idx << 24;
+	a->id_span = (1u << 24) - 1;
 	snprintf(subj, sizeof(subj), "ao.node.%s.in", c->name);
 	err = ao_node_subscribe(c->node, subj, NULL, &c->strand, on_in, c,
 				&c->sub_in);

@@ -1081,7 +1081,10 @@ static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 			return reject(p, AP_ERR_ORDER);
 		if (LOAD(a->st.players) > a->o.max_players)
 			return reject(p, AP_ERR_SERVER_FULL);
-		p->id = ADD(a->next_id, 1) + 1;
+		/* Wraps inside the node's range: never another node's id
+		 * (one still in use after id_span more hellos is not
+		 * looked for). */
+		p->id = a->id_base | (ADD(a->next_id, 1) % a->id_span + 1);
 		__atomic_store_n(&p->hello, true, __ATOMIC_RELAXED);
 		ao_spin_lock(&p->lock);
 		p->state = P_LOBBY;
@@ -1281,6 +1284,7 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	if (err)
 		return fail("cannot create the timers", err);
 	a->base = ao_timers_now(a->timers);
+	a->id_span = UINT32_MAX;
 	pp.buf_size = a->buf_size;
 	pp.count = a->o.buffers;
 	/* Room for a WebSocket frame's header before each payload: a

@@ -139,7 +139,9 @@ struct arena {
 	uint32_t nrooms, cap_rooms;
 	bool stopping; /* no room is made any more */
 
-	uint32_t next_id; /* atomic */
+	uint32_t next_id; /* atomic: hellos so far */
+	/* Player ids are id_base | 1..id_span: a node's own range. */
+	uint32_t id_base, id_span;
 	struct ao_spinlock hist_lock;
 	struct hist late, work;
 	struct arena_stats st; /* counters: relaxed atomics */
