@@ -38,8 +38,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import arena_conformance as ac  # noqa: E402
-from arena_conformance import (ANY, CHAT_LINE, ERROR, JOINED,  # noqa: E402
-                               SNAPSHOT, Client, Failed, check, m_chat)
+from arena_conformance import (ANY, CHAT_LINE, CODE, ERROR,  # noqa: E402
+                               JOINED, SNAPSHOT, Client, Failed, check,
+                               m_chat, m_leave, m_watch)
 
 ROOM_LOST = 11
 NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
@@ -236,6 +237,16 @@ def t_cross_node(bus):
             m = wait_type(p, CHAT_LINE)
             check(m["text"] == b"from node 2" and m["from"] == b.id,
                   "the remote line")
+        # No spectators across nodes yet: a watch is refused with
+        # no_room on the owner and on a gateway, never left unanswered.
+        for n in (n1, n2):
+            w = hello(n)
+            for want in (room, ANY):
+                w.send(m_watch(want))
+                e = wait_type(w, ERROR)
+                check(e["code"] == CODE["no_room"],
+                      "watch on %s: %r" % (n.name, e))
+                w.send(m_leave())
         f1, f2 = n1.final(), n2.final()
         check(f2["bus"]["players_forwarded"] >= 2, "forwarded counted")
         check(f1["bus"]["ghost_joins"] >= 2, "ghosts counted")
