@@ -10,7 +10,7 @@
 # summary it printed (the demos pass its count and latency lines), so the
 # plot and the terminal never disagree.  Without it, the title gives only
 # the number of samples in the CSV: the CSV's values are bucket bounds
-# (within 0.8%), not the exact max the program printed.
+# (within 0.2%), not the exact max the program printed.
 
 if (!exists("infile")) infile = "latency.csv"
 if (!exists("outfile")) outfile = "latency.png"
