@@ -203,6 +203,7 @@ struct cluster {
 	uint64_t epoch;
 	uint32_t idx;
 	uint32_t next_room; /* atomic */
+	int rooms_spent; /* atomic: said that the room ids ran out */
 	uint32_t nnodes; /* live nodes, this one too (under a->lobby) */
 	/* Nodes that did not answer a create (no-responders, timeout): no
 	 * new room goes to them for a while (under a->lobby). */
@@ -520,10 +521,25 @@ static struct room *new_room(struct cluster *c, int *err)
 	struct ao_peer peers[64];
 	size_t n = ao_node_peers(c->node, peers, 64), i, best = SIZE_MAX;
 	uint64_t load = own_load(c);
-	uint32_t id = c->idx << 16 | (ADD(c->next_room, 1) + 1);
+	uint32_t n_room = ADD(c->next_room, 1) + 1;
+	uint32_t id = c->idx << 16 | n_room;
 	struct croom *cr;
 	uint8_t req[4];
 
+	/* 16 bits of a room id are the node's counter: past them the id
+	 * would be another node's.  Rooms are never freed, so an id cannot
+	 * be reused either: the node makes no more rooms. */
+	if (n_room > 0xffff) {
+		SUB(c->next_room, 1);
+		if (!__atomic_exchange_n(&c->rooms_spent, 1, __ATOMIC_RELAXED))
+			fprintf(stderr,
+				"ao-arena: node %s made 65,535 rooms, all its "
+				"room ids: it makes no more (joins find "
+				"rooms with a place, or server_full)\n",
+				c->name);
+		*err = AP_ERR_SERVER_FULL;
+		return NULL;
+	}
 	if (n > 64)
 		n = 64;
 	for (i = 0; i < n; i++) {
