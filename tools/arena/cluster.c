@@ -118,6 +118,11 @@
 /* A proxy forwards its players' messages this long before the owner's
  * tick (the bus's hop, with room to spare). */
 #define LEAD_NS (3 * MS)
+/* A lost room ticks on to drain what its players still push; once its
+ * inbox stayed empty for this many ticks, once a second is enough (rooms
+ * are kept, and each failover leaves some behind on every node). */
+#define DEAD_IDLE_TICKS 40
+#define DEAD_PERIOD_NS NS
 
 /* Bus message kinds (first byte; a snapshot starts with AP_SNAPSHOT). */
 #define M_IN 0xc1 /* gateway -> owner: u32 room, u32 epoch, records */
@@ -155,6 +160,7 @@ struct croom {
 	bool stall_set;
 	int lost; /* atomic: the room is gone here (room_lost) */
 	bool dead; /* its lost players were told (its strand) */
+	uint32_t idle_drains; /* ticks since a dead room's inbox held any */
 	struct ao_sub *sub; /* a proxy's out subject */
 	uint32_t census_fill; /* seats taken, as the last census told */
 	uint32_t since_census; /* picked here since (any room: a share) */
@@ -1034,8 +1040,9 @@ static bool ev_of(const struct inbox *w, const struct player *p, bool all)
 }
 
 /* A lost room (proxy or own) at its tick: everyone in it told, the inbox
- * drained with the same rule, every tick from now on. */
-static void drain_lost(struct croom *cr)
+ * drained with the same rule, every tick from now on.  False when there
+ * was nothing to do. */
+static bool drain_lost(struct croom *cr)
 {
 	struct room *r = cr->r;
 	struct arena *a = r->a;
@@ -1048,6 +1055,10 @@ static void drain_lost(struct croom *cr)
 	r->in.ev = NULL;
 	r->in.n = r->in.cap = 0;
 	ao_spin_unlock(&r->lock);
+	if (cr->dead && !w.n) {
+		free(w.ev);
+		return false;
+	}
 	if (!cr->dead) {
 		cr->dead = true;
 		if (cr->sub) {
@@ -1126,6 +1137,7 @@ static void drain_lost(struct croom *cr)
 	free(later.p);
 	free(w.ev);
 	__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
+	return true;
 }
 
 static void rec_pid(struct vec *v, uint8_t kind, uint32_t pid)
@@ -1524,7 +1536,13 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 	cr->last_tick_ns = now;
 	stalled = prev && now - prev >= (uint64_t)c->o.fence_ms * 1000000;
 	if (LOAD(cr->lost) || cr->dead) {
-		drain_lost(cr);
+		/* Re-armed from its own callback: the new period holds
+		 * (core/timer.c settles a callback's own arm). */
+		if (drain_lost(cr))
+			cr->idle_drains = 0;
+		else if (++cr->idle_drains == DEAD_IDLE_TICKS)
+			ao_timer_arm_periodic(&r->tick, now + DEAD_PERIOD_NS,
+					      DEAD_PERIOD_NS, 0);
 		return true;
 	}
 	if (cr->proxy) {
