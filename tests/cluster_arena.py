@@ -350,6 +350,7 @@ def t_stop_gateway(bus):
 
 def t_bus_restart(bus):
     n1, n2 = Node(bus, "n1"), Node(bus, "n2")
+    n3 = None
     try:
         a, b, room = shared_room(n1, n2)
         bus.stop()
@@ -380,10 +381,20 @@ def t_bus_restart(bus):
             check(time.monotonic() < end, "no join after the restart")
         print("joined again %.1f s after the restart" %
               (time.monotonic() - t0))
+        # The restart emptied the directory; the nodes wrote their
+        # indexes back: a node starting now takes a third one.
+        n3 = Node(bus, "n3")
+        c = hello(n3)
+        check(len({a.id >> 24, b.id >> 24, c.id >> 24}) == 3,
+              "node indexes %d, %d, %d after the restart" %
+              (a.id >> 24, b.id >> 24, c.id >> 24))
         f1 = n1.final()
         check(f1["bus"]["reconnects"] >= 1, "reconnect counted")
+        n3.final()
     finally:
         stop_nodes(n1, n2)
+        if n3:
+            stop_nodes(n3)
 
 
 def t_stale(bus):

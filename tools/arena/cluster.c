@@ -16,7 +16,9 @@
  *                 node's index (create-if-absent).  Player ids are
  *                 k << 24 | a counter, room ids a node makes are
  *                 k << 16 | a counter: unique across the cluster without
- *                 asking anybody at a join.
+ *                 asking anybody at a join.  t0 and node.<k> are written
+ *                 back by their nodes after a nats-server restart (the
+ *                 bucket is in memory storage), room.<id> by the owners.
  *   room.<id>     "<owner> <owner's boot epoch> <room epoch>": written by
  *                 the owner at creation (create-if-absent) and by a node
  *                 taking it over from a dead owner (update at the
@@ -91,10 +93,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <aorta/cluster/kv.h>
 #include <aorta/cluster/node.h>
 #include <aorta/core/bufpool.h>
@@ -235,6 +239,7 @@ struct cluster {
 	uint32_t dead_gen; /* atomic: one more at each death */
 	pthread_t restorer;
 	bool restoring;
+	char t0_val[24]; /* the directory's t0, as read at the start */
 	struct cl_count n;
 	char *subject_in;
 };
@@ -1872,15 +1877,55 @@ static void on_peer(struct ao_node *node, const struct ao_peer *peer, bool up,
 	free(ids);
 }
 
+static int kv_claim_sync(struct cluster *c, const char *key, const char *val);
+
+/* key holds val in the directory again, or why not: 0, -EEXIST when it
+ * holds something else, another negative errno when it cannot tell. */
+static int reclaim(struct cluster *c, const char *key, const char *val)
+{
+	char got[AO_NODE_NAME_MAX + 48];
+	size_t len = 0;
+	int err = kv_claim_sync(c, key, val);
+
+	if (err != -EEXIST)
+		return err;
+	err = ao_kv_get_sync(c->dir, key, got, sizeof(got) - 1, &len, NULL);
+	if (err)
+		return err;
+	return len == strlen(val) && !memcmp(got, val, len) ? 0 : -EEXIST;
+}
+
 static void *restore_fn(void *arg)
 {
 	struct cluster *c = arg;
 	struct ao_kv *kv = NULL;
+	char key[32], val[AO_NODE_NAME_MAX + 48];
 
 	/* The bucket was in memory storage: make it again (blocks: this
 	 * thread's only job). */
 	if (!ao_kv_open(c->node, BUCKET, true, &kv))
 		ao_kv_close(kv);
+	/* And what it held that is not a room's: the cluster's tick origin
+	 * and this node's index, or a node starting now would take them
+	 * (its ticks numbered from another origin, its ids this node's). */
+	if (c->t0_val[0] && reclaim(c, "t0", c->t0_val) == -EEXIST)
+		fprintf(stderr,
+			"ao-arena: node %s: the directory's t0 was made "
+			"again while the bus was down: ticks of nodes "
+			"started since are numbered from another origin\n",
+			c->name);
+	snprintf(key, sizeof(key), "node.%u", c->idx);
+	dir_value(c, 0, val, sizeof(val));
+	if (reclaim(c, key, val) == -EEXIST) {
+		/* Its ids are another node's now: this one must go (its
+		 * players reconnect elsewhere, as after a crash). */
+		fprintf(stderr,
+			"ao-arena: node %s: its index %u was taken by a "
+			"node that started while the bus was down; "
+			"player and room ids would collide: stopping\n",
+			c->name, c->idx);
+		kill(getpid(), SIGTERM);
+	}
 	__atomic_store_n(&c->fenced, 1, __ATOMIC_RELEASE);
 	ao_strand_call(&c->strand, reread_all, c);
 	return NULL;
@@ -2008,6 +2053,7 @@ int cluster_start(struct arena *a, const struct cluster_opts *o)
 	if (err)
 		goto fail;
 	val[len] = 0;
+	snprintf(c->t0_val, sizeof(c->t0_val), "%s", val);
 	t0 = strtoull(val, NULL, 10);
 	now_r = real_ns();
 	now_m = ao_timers_now(a->timers);
