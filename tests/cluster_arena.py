@@ -414,9 +414,36 @@ def t_stale(bus):
         stop_nodes(n1)
 
 
+def t_index_reuse(bus):
+    n1 = Node(bus, "n1")
+    n2 = None
+    try:
+        settle()
+        # Every other index taken by a node long gone, and a room made
+        # by the old holder of index 2 still in the directory (taken
+        # over somewhere).
+        for k in range(2, 256):
+            bus.publish("$KV.AO_ARENA.node.%d" % k, b"gone%d 7 0" % k)
+        bus.publish("$KV.AO_ARENA.room.%d" % (2 << 16 | 5), b"gone9 7 2")
+        n2 = Node(bus, "n2")
+        a, c = hello(n1), hello(n2)
+        check(a.id >> 24 == 1, "n1 keeps index 1, has %d" % (a.id >> 24))
+        check(c.id >> 24 == 2, "n2 took index 2, has %d" % (c.id >> 24))
+        room = join(c)["room"]
+        check(room >> 16 == 2 and room & 0xffff > 5,
+              "n2's first room 0x%x: above the old holder's 0x%x" %
+              (room, 2 << 16 | 5))
+        wait_type(c, SNAPSHOT)
+        n2.final()
+        n1.final()
+    finally:
+        stop_nodes(*[n for n in (n1, n2) if n])
+
+
 SCENARIOS = {"cross_node": t_cross_node, "kill_owner": t_kill_owner,
              "stop_owner": t_stop_owner, "stop_gateway": t_stop_gateway,
-             "bus_restart": t_bus_restart, "stale": t_stale}
+             "bus_restart": t_bus_restart, "stale": t_stale,
+             "index_reuse": t_index_reuse}
 
 
 def main():

@@ -71,6 +71,14 @@ static void test_stale(void **state)
 	scenario("stale");
 }
 
+/* Every index taken once: a new node takes the index of one that is gone,
+ * and makes rooms above those the old holder left in the directory. */
+static void test_index_reuse(void **state)
+{
+	(void)state;
+	scenario("index_reuse");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -80,6 +88,7 @@ int main(void)
 		cmocka_unit_test(test_stop_gateway),
 		cmocka_unit_test(test_bus_restart),
 		cmocka_unit_test(test_stale),
+		cmocka_unit_test(test_index_reuse),
 	};
 
 	have_arena =

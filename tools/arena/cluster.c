@@ -13,7 +13,11 @@
  *                 same everywhere and a player moving between rooms of
  *                 different nodes never sees a tick twice or going back.
  *   node.<k>      "<name> <boot epoch>": the first free k in 1..255 is this
- *                 node's index (create-if-absent).  Player ids are
+ *                 node's index (create-if-absent); with none free, the
+ *                 first whose node is not live (update at the revision
+ *                 read, after listening to the heartbeats: see
+ *                 reuse_index()); a node that finds its own taken on a
+ *                 re-read stops.  Player ids are
  *                 k << 24 | a counter, room ids a node makes are
  *                 k << 16 | a counter: unique across the cluster without
  *                 asking anybody at a join.  t0 and node.<k> are written
@@ -240,6 +244,7 @@ struct cluster {
 	pthread_t restorer;
 	bool restoring;
 	char t0_val[24]; /* the directory's t0, as read at the start */
+	int idx_lost; /* atomic: said that another node took its index */
 	struct cl_count n;
 	char *subject_in;
 };
@@ -1480,6 +1485,32 @@ static void on_out(struct ao_msg *m, void *arg)
 /* ------------------------------------------------------------------ */
 /* Fencing: an owner that cannot show it is alive stops */
 
+/* node.<idx> names another node: one that took the index while this one
+ * stood still or was cut off.  Its ids are that node's now: this one must
+ * go (its players reconnect elsewhere, as after a crash). */
+static void index_lost(struct cluster *c)
+{
+	if (__atomic_exchange_n(&c->idx_lost, 1, __ATOMIC_RELAXED))
+		return;
+	fprintf(stderr,
+		"ao-arena: node %s: its index %u was taken by another node "
+		"meanwhile; player and room ids would collide: stopping\n",
+		c->name, c->idx);
+	kill(getpid(), SIGTERM);
+}
+
+static void on_reread_idx(int err, const struct ao_kv_entry *e, void *arg)
+{
+	struct cluster *c = arg;
+	char mine[AO_NODE_NAME_MAX + 48];
+
+	dir_value(c, 0, mine, sizeof(mine));
+	if (!err && (e->len != strlen(mine) || memcmp(e->value, mine, e->len)))
+		index_lost(c);
+	if (!--c->reread)
+		__atomic_store_n(&c->fenced, 0, __ATOMIC_RELEASE);
+}
+
 static void on_reread(int err, const struct ao_kv_entry *e, void *arg)
 {
 	struct croom *cr = arg;
@@ -1514,6 +1545,9 @@ static void reread_all(void *arg)
 			own[n++] = c->rooms[i];
 	ao_spin_unlock(&a->lobby);
 	c->reread = 1;
+	snprintf(key, sizeof(key), "node.%u", c->idx);
+	if (!ao_kv_get(c->dir, key, &c->strand, on_reread_idx, c))
+		c->reread++;
 	for (i = 0; i < n; i++) {
 		snprintf(key, sizeof(key), "room.%u", own[i]->id);
 		if (!ao_kv_get(c->dir, key, &c->strand, on_reread, own[i]))
@@ -1916,16 +1950,8 @@ static void *restore_fn(void *arg)
 			c->name);
 	snprintf(key, sizeof(key), "node.%u", c->idx);
 	dir_value(c, 0, val, sizeof(val));
-	if (reclaim(c, key, val) == -EEXIST) {
-		/* Its ids are another node's now: this one must go (its
-		 * players reconnect elsewhere, as after a crash). */
-		fprintf(stderr,
-			"ao-arena: node %s: its index %u was taken by a "
-			"node that started while the bus was down; "
-			"player and room ids would collide: stopping\n",
-			c->name, c->idx);
-		kill(getpid(), SIGTERM);
-	}
+	if (reclaim(c, key, val) == -EEXIST)
+		index_lost(c);
 	__atomic_store_n(&c->fenced, 1, __ATOMIC_RELEASE);
 	ao_strand_call(&c->strand, reread_all, c);
 	return NULL;
@@ -1989,6 +2015,90 @@ static void on_create(struct ao_msg *m, void *arg)
 static int kv_claim_sync(struct cluster *c, const char *key, const char *val)
 {
 	return ao_kv_create_sync(c->dir, key, val, strlen(val), NULL);
+}
+
+/* Is the node that wrote value (dir_value()) live now? */
+static bool holder_live(const struct ao_peer *peers, size_t n,
+			const char *value)
+{
+	char name[AO_NODE_NAME_MAX];
+	uint64_t epoch;
+	size_t i;
+
+	if (sscanf(value, "%63s %" SCNu64, name, &epoch) != 2)
+		return true; /* not ours to judge */
+	for (i = 0; i < n; i++)
+		if (!strcmp(peers[i].name, name) && peers[i].epoch == epoch)
+			return true;
+	return false;
+}
+
+/* The highest room counter of index k in the directory: a room an old
+ * holder of k made lives on where it was taken over, under its id. */
+static uint32_t rooms_made(struct cluster *c, uint32_t k)
+{
+	char **keys = NULL;
+	uint32_t top = 0, id;
+	size_t n = 0, i;
+
+	if (ao_kv_keys_sync(c->dir, &keys, &n))
+		return 0xffff; /* cannot tell: make no room */
+	for (i = 0; i < n; i++) {
+		if (strncmp(keys[i], "room.", 5))
+			continue;
+		id = (uint32_t)strtoul(keys[i] + 5, NULL, 10);
+		if (id >> 16 == k && (id & 0xffff) > top)
+			top = id & 0xffff;
+	}
+	free(keys);
+	return top;
+}
+
+/*
+ * Every index was taken once: take one whose node is gone, updating
+ * node.<k> at the revision read (one winner).  First listen to the
+ * heartbeats for twice the time in which the others declare a silent
+ * node dead (and drop its players' ghosts, whose ids the new holder
+ * will hand out again).  The new holder's room counter starts above
+ * the old one's rooms still in the directory.
+ */
+static int reuse_index(struct cluster *c, const char *val)
+{
+	struct ao_peer *peers = calloc(256, sizeof(*peers));
+	char key[32], got[AO_NODE_NAME_MAX + 48];
+	uint64_t rev;
+	size_t n, len;
+	uint32_t k;
+	int err = -ENOSPC;
+
+	if (!peers)
+		return -ENOMEM;
+	usleep((2 * AO_NODE_DEFAULT_DEAD_MS + 200) * 1000);
+	n = ao_node_peers(c->node, peers, 256);
+	if (n > 256)
+		n = 256;
+	for (k = 1; k < 256; k++) {
+		snprintf(key, sizeof(key), "node.%u", k);
+		if (ao_kv_get_sync(c->dir, key, got, sizeof(got) - 1, &len,
+				   &rev)) {
+			if (!kv_claim_sync(c, key, val))
+				break; /* deleted meanwhile: free */
+			continue;
+		}
+		got[len] = 0;
+		if (holder_live(peers, n, got))
+			continue;
+		if (!ao_kv_update_sync(c->dir, key, val, strlen(val), rev,
+				       NULL))
+			break;
+	}
+	free(peers);
+	if (k < 256) {
+		c->idx = k;
+		c->next_room = rooms_made(c, k);
+		err = 0;
+	}
+	return err;
 }
 
 int cluster_start(struct arena *a, const struct cluster_opts *o)
@@ -2067,16 +2177,14 @@ int cluster_start(struct arena *a, const struct cluster_opts *o)
 			break;
 	}
 	if (c->idx == 256) {
-		/* Indexes are not reused (see ao-arena(1)): the bucket is
-		 * in memory storage, a nats-server restart empties it. */
-		fprintf(stderr,
-			"ao-arena: the directory (KV %s) has no "
-			"free node index: 255 nodes have started "
-			"since it was made; restart nats-server to "
-			"empty it\n",
-			BUCKET);
-		err = -ENOSPC;
-		goto fail;
+		err = reuse_index(c, val);
+		if (err == -ENOSPC)
+			fprintf(stderr,
+				"ao-arena: the directory (KV %s) has no "
+				"node index to take: 255 nodes are live\n",
+				BUCKET);
+		if (err)
+			goto fail;
 	}
 	a->id_base = c->idx << 24;
 	a->id_span = (1u << 24) - 1;
