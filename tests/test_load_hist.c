@@ -263,7 +263,12 @@ static void test_parse(void **state)
 	assert_int_equal(parse_duration("0", 1, UINT64_MAX, &v), -1);
 	assert_int_equal(parse_duration("1.", 0, UINT64_MAX, &v), -1);
 	assert_int_equal(parse_duration(".5", 0, UINT64_MAX, &v), -1);
-	assert_int_equal(parse_duration("5us", 0, UINT64_MAX, &v), -1);
+	assert_int_equal(parse_duration("20us", 0, UINT64_MAX, &v), 0);
+	assert_int_equal(v, 20000ull);
+	assert_int_equal(parse_duration("1.5us", 0, UINT64_MAX, &v), 0);
+	assert_int_equal(v, 1000ull);
+	v = 42;
+	assert_int_equal(parse_duration("5ns", 0, UINT64_MAX, &v), -1);
 	assert_int_equal(parse_duration("5 s", 0, UINT64_MAX, &v), -1);
 	assert_int_equal(parse_duration("", 0, UINT64_MAX, &v), -1);
 	assert_int_equal(parse_duration("10s", 0, 1000, &v), -1);

@@ -9,7 +9,7 @@
  *  - parse_count/parse_size: digits, an optional k/K, m/M, g/G suffix
  *    (x1000 / x1024), the value within [min, max], nothing after;
  *  - parse_duration: digits with an optional fraction, an optional
- *    ms/s/m/h suffix, the result in ns within [min, max] (the fraction is
+ *    us/ms/s/m/h suffix, the result in ns within [min, max] (the fraction is
  *    kept to 6 digits, as parse.c documents);
  *  - framing_parse: exactly "raw", "len16" or "len32", and framing_name()
  *    gives the name back;
@@ -100,6 +100,8 @@ static void proto_duration(const char *s, uint64_t min, uint64_t max, int got,
 		unit = 1000000000ull;
 	else if (!strcmp(p, "ms"))
 		unit = 1000000ull;
+	else if (!strcmp(p, "us"))
+		unit = 1000ull;
 	else if (!strcmp(p, "m"))
 		unit = 60000000000ull;
 	else if (!strcmp(p, "h"))

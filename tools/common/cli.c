@@ -116,16 +116,29 @@ const char *need_ws_path(const char *s)
 	return s;
 }
 
+/* ns in the largest unit that says it exactly (s, ms or us). */
+static const char *fmt_duration(char *buf, size_t cap, uint64_t ns)
+{
+	if (ns && ns % CLI_NS == 0)
+		snprintf(buf, cap, "%llus", (unsigned long long)(ns / CLI_NS));
+	else if (ns % CLI_MS == 0)
+		snprintf(buf, cap, "%llums", (unsigned long long)(ns / CLI_MS));
+	else
+		snprintf(buf, cap, "%lluus", (unsigned long long)(ns / 1000));
+	return buf;
+}
+
 uint64_t need_duration_in(const char *name, const char *s, uint64_t min,
 			  uint64_t max)
 {
+	char lo[32], hi[32];
 	uint64_t v;
 
 	if (parse_duration(s, min, max, &v))
-		bad_usage("--%s: '%s' is not a duration in %llums..%llus "
-			  "(like 10, 2.5s, 500ms, 1m)",
-			  name, s, (unsigned long long)(min / CLI_MS),
-			  (unsigned long long)(max / CLI_NS));
+		bad_usage("--%s: '%s' is not a duration in %s..%s "
+			  "(like 10, 2.5s, 500ms, 20us, 1m)",
+			  name, s, fmt_duration(lo, sizeof(lo), min),
+			  fmt_duration(hi, sizeof(hi), max));
 	return v;
 }
 

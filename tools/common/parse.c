@@ -98,6 +98,8 @@ int parse_duration(const char *s, uint64_t min_ns, uint64_t max_ns,
 		unit = 1000000000ull;
 	else if (!strcmp(p, "ms"))
 		unit = 1000000ull;
+	else if (!strcmp(p, "us"))
+		unit = 1000ull;
 	else if (!strcmp(p, "m"))
 		unit = 60000000000ull;
 	else if (!strcmp(p, "h"))

@@ -16,7 +16,8 @@
  *  parse_count: decimal, optional k/M/G suffix (x1000), within [min, max];
  *  parse_size: decimal, optional k/K/m/M suffix (x1024), within [min, max];
  *  parse_duration: decimal seconds, fraction allowed, optional suffix
- *  ms, s, m or h; result in ns, within [min_ns, max_ns].
+ *  us, ms, s, m or h; result in ns, within [min_ns, max_ns] (a fraction
+ *  is kept to the microsecond: 1.5us is 1us).
  */
 int parse_count(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
