@@ -681,6 +681,9 @@ int main(int argc, char **argv)
 
 	if (s.o.cl.node && !s.o.cl.url)
 		bad_usage("--node needs --nats");
+	/* A node listens once it is in its cluster: its player ids come
+	 * from the index the directory gives it. */
+	s.o.a.defer_listen = s.o.cl.url != NULL;
 	if (arena_start(&s.o.a, &s.a))
 		return EXIT_RUNTIME;
 	if (s.o.cl.url) {
@@ -693,6 +696,12 @@ int main(int argc, char **argv)
 			s.o.cl.node = host;
 		}
 		if (cluster_start(s.a, &s.o.cl)) {
+			arena_stop(s.a);
+			arena_destroy(s.a);
+			return EXIT_RUNTIME;
+		}
+		if (arena_listen(s.a)) {
+			cluster_stop(s.a);
 			arena_stop(s.a);
 			arena_destroy(s.a);
 			return EXIT_RUNTIME;

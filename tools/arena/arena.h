@@ -42,6 +42,7 @@ struct arena_opts {
 	bool precise; /* AO_TIMER_PRECISE ticks */
 	bool test_clock; /* ticks only with arena_advance() (tests) */
 	bool quiet;
+	bool defer_listen; /* arena_start() does not listen: arena_listen() */
 };
 
 #define ARENA_NEVER UINT64_MAX
@@ -97,9 +98,13 @@ struct arena_stats {
 
 struct arena;
 
-/* Create (exec, timers, pool, server) and start listening; *out is set.
- * 0, or a negative errno (a message on stderr says where). */
+/* Create (exec, timers, pool, server) and listen (not with defer_listen);
+ * *out is set.  0, or a negative errno (a message on stderr says where). */
 int arena_start(const struct arena_opts *o, struct arena **out);
+/* Listen, after arena_start() with defer_listen (a node joins its cluster
+ * first: a hello before that would get an id outside the node's range).
+ * 0 or a negative errno, said on stderr. */
+int arena_listen(struct arena *a);
 /* Stop: the server stops (connections close), the ticks stop, every
  * player is freed.  0, or -ETIMEDOUT (the server's drain timed out). */
 int arena_stop(struct arena *a);

@@ -243,7 +243,7 @@ struct cluster {
 	uint32_t dead_gen; /* atomic: one more at each death */
 	pthread_t restorer;
 	bool restoring;
-	char t0_val[24]; /* the directory's t0, as read at the start */
+	char t0_val[AO_NODE_NAME_MAX + 48]; /* the directory's t0, as read */
 	int idx_lost; /* atomic: said that another node took its index */
 	struct cl_count n;
 	char *subject_in;

@@ -1332,15 +1332,19 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	err = ao_server_create(&sc, &a->srv);
 	if (err)
 		return fail("cannot create the server", err);
-	err = ao_server_start(a->srv);
-	if (err) {
+	*out = a;
+	return a->o.defer_listen ? 0 : arena_listen(a);
+}
+
+int arena_listen(struct arena *a)
+{
+	int err = ao_server_start(a->srv);
+
+	if (err)
 		fprintf(stderr, "ao-arena: cannot listen on %s port %u: %s\n",
 			a->o.address ? a->o.address : "127.0.0.1", a->o.port,
 			strerror(-err));
-		return err;
-	}
-	*out = a;
-	return 0;
+	return err;
 }
 
 struct stopper {
