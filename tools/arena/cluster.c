@@ -1485,6 +1485,12 @@ static void on_out(struct ao_msg *m, void *arg)
 /* ------------------------------------------------------------------ */
 /* Fencing: an owner that cannot show it is alive stops */
 
+/* Does a directory value (len bytes) say s? */
+static bool says(const void *value, size_t len, const char *s)
+{
+	return len == strlen(s) && !memcmp(value, s, len);
+}
+
 /* node.<idx> names another node: one that took the index while this one
  * stood still or was cut off.  Its ids are that node's now: this one must
  * go (its players reconnect elsewhere, as after a crash). */
@@ -1505,7 +1511,7 @@ static void on_reread_idx(int err, const struct ao_kv_entry *e, void *arg)
 	char mine[AO_NODE_NAME_MAX + 48];
 
 	dir_value(c, 0, mine, sizeof(mine));
-	if (!err && (e->len != strlen(mine) || memcmp(e->value, mine, e->len)))
+	if (!err && !says(e->value, e->len, mine))
 		index_lost(c);
 	if (!--c->reread)
 		__atomic_store_n(&c->fenced, 0, __ATOMIC_RELEASE);
@@ -1518,8 +1524,7 @@ static void on_reread(int err, const struct ao_kv_entry *e, void *arg)
 	char mine[AO_NODE_NAME_MAX + 48];
 
 	dir_value(c, cr->epoch, mine, sizeof(mine));
-	if (!err &&
-	    (e->len != strlen(mine) || memcmp(e->value, mine, e->len))) {
+	if (!err && !says(e->value, e->len, mine)) {
 		/* Counted once, whether the census found it first. */
 		if (!__atomic_exchange_n(&cr->lost, 1, __ATOMIC_ACQ_REL))
 			ADD(c->n.evicted, 1);
@@ -1926,7 +1931,7 @@ static int reclaim(struct cluster *c, const char *key, const char *val)
 	err = ao_kv_get_sync(c->dir, key, got, sizeof(got) - 1, &len, NULL);
 	if (err)
 		return err;
-	return len == strlen(val) && !memcmp(got, val, len) ? 0 : -EEXIST;
+	return says(got, len, val) ? 0 : -EEXIST;
 }
 
 static void *restore_fn(void *arg)
