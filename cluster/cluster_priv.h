@@ -21,6 +21,22 @@
 #define NODE_REQ_BUCKETS 256u
 
 struct ao_req;
+struct node_direct;
+
+struct ao_sub {
+	struct ao_node *node;
+	natsSubscription *ns; /* NULL when read by the node's own reader */
+	struct ao_strand *strand;
+	ao_msg_fn fn;
+	void *arg;
+	int refs; /* atomic: user, cnats or the reader's table, queued
+		   * deliveries */
+	bool closed; /* atomic */
+	bool internal; /* the heartbeats: not in msgs_in/bytes_in */
+	uint32_t sid; /* the reader's subscription id */
+	struct ao_sub *dnext; /* the reader's table */
+	char *subject, *queue; /* the reader's, for resubscribing */
+};
 
 struct node_peer {
 	struct ao_peer p;
@@ -62,6 +78,7 @@ struct ao_node {
 	int live_subs; /* atomic: subscription structs not freed */
 	struct node_grave *graves; /* under lock: cnats subs to destroy */
 	struct ao_exec *kv_exec; /* the thread KV calls block on */
+	struct node_direct *direct; /* the own reader (cfg.direct) */
 	struct ao_node_stats st; /* counters: atomic adds */
 };
 
@@ -74,5 +91,27 @@ uint64_t ao__cluster_now(void);
 int ao__nats_errno(natsStatus s);
 /* Create the node's KV thread if it has none: 0, -ENOMEM. */
 int ao__node_kv_exec(struct ao_node *node);
+/* Copy a message and queue it on sub's strand (hold: run the turn here
+ * when nobody has it); drops are counted. */
+void ao__sub_deliver(struct ao_sub *sub, const char *subject, size_t slen,
+		     const char *reply, size_t rlen, const void *data,
+		     size_t len, bool hold);
+/* Drop a hold on sub (the last frees it). */
+void ao__sub_put(struct ao_sub *sub);
+
+/* The node's own reader (direct.c): a second connection on which the
+ * user's subscriptions are read by a thread of the node's. */
+int ao__direct_start(struct ao_node *node);
+/* Make it give up its connection and stop (not wait). */
+void ao__direct_stop(struct ao_node *node);
+/* Wait for its thread and free it. */
+void ao__direct_free(struct ao_node *node);
+/* Try to reconnect now (cnats is back). */
+void ao__direct_kick(struct ao_node *node);
+/* Add sub to the table and subscribe: 0 or -errno. */
+int ao__direct_sub(struct ao_node *node, struct ao_sub *sub,
+		   const char *subject, const char *queue);
+/* Take sub out of the table and unsubscribe; drops the table's hold. */
+void ao__direct_unsub(struct ao_node *node, struct ao_sub *sub);
 
 #endif /* AORTA_CLUSTER_PRIV_H */

@@ -10,6 +10,8 @@
  * to the subscription's strand; the reply callback hands the reply to the
  * request's strand; the connection callbacks flip a flag and queue one
  * work item on the node's strand.  Everything the user sees runs there.
+ * With cfg.direct the user's subscriptions are read by a thread of the
+ * node's own instead (direct.c), which may run a free strand's turn.
  *
  * Lifetimes.  A subscription is freed when three kinds of holder are gone:
  * the user (ao_sub_close), cnats (its on-complete callback, which comes
@@ -45,17 +47,6 @@
 #define NODE_WRITE_DEADLINE_MS 200
 /* ao_node_destroy() waits this long for cnats and the strands to let go. */
 #define NODE_DRAIN_MS 5000
-
-struct ao_sub {
-	struct ao_node *node;
-	natsSubscription *ns;
-	struct ao_strand *strand;
-	ao_msg_fn fn;
-	void *arg;
-	int refs; /* atomic: user, cnats, queued deliveries */
-	bool closed; /* atomic */
-	bool internal; /* the heartbeats: not in msgs_in/bytes_in */
-};
 
 /* One message on its way to a strand; subject and reply follow. */
 struct delivery {
@@ -224,6 +215,7 @@ static void sub_put(struct ao_sub *sub)
 		return;
 	if (sub->ns)
 		sub_bury(node, sub->ns);
+	free(sub->subject);
 	free(sub);
 	/* Release: ao_node_destroy() reads 0 and frees the node. */
 	__atomic_sub_fetch(&node->live_subs, 1, __ATOMIC_RELEASE);
@@ -257,55 +249,82 @@ static void delivery_run(struct ao_work *w)
 	sub_put(sub);
 }
 
+void ao__sub_put(struct ao_sub *sub)
+{
+	sub_put(sub);
+}
+
+/*
+ * Copy a message into a pooled buffer and queue it on the subscription's
+ * strand.  From cnats' delivery thread (hold false) or the node's own
+ * reader (hold true: it runs the strand's turn itself when nobody else
+ * has it, as the io ring does, saving a worker's wake-up).
+ */
+void ao__sub_deliver(struct ao_sub *sub, const char *subject, size_t slen,
+		     const char *reply, size_t rlen, const void *data,
+		     size_t len, bool hold)
+{
+	struct ao_node *node = sub->node;
+	struct delivery *d = NULL;
+	struct ao_buf *buf = NULL;
+	int err;
+
+	if (__atomic_load_n(&sub->closed, __ATOMIC_ACQUIRE))
+		goto drop;
+	buf = ao_buf_get(node->cfg.pool);
+	if (!buf || len > buf->cap)
+		goto drop;
+	d = malloc(sizeof(*d) + slen + 1 + (rlen ? rlen + 1 : 0));
+	if (!d)
+		goto drop;
+	memcpy(buf->data, data, len);
+	buf->len = (uint32_t)len;
+	memcpy(d->text, subject, slen);
+	d->text[slen] = '\0';
+	d->reply = NULL;
+	if (rlen) {
+		d->reply = d->text + slen + 1;
+		memcpy(d->reply, reply, rlen);
+		d->reply[rlen] = '\0';
+	}
+	d->sub = sub;
+	d->buf = buf;
+	ao_work_init(&d->work, delivery_run);
+	__atomic_add_fetch(&sub->refs, 1, __ATOMIC_RELAXED);
+	/* Blocks while a bounded executor is full: back-pressure on the
+	 * reading thread, then cnats' pending limit or the socket's. */
+	err = hold ? ao_strand_submit_hold(sub->strand, &d->work) :
+		     ao_strand_submit(sub->strand, &d->work);
+	if (err == 1)
+		ao_strand_run_held(sub->strand,
+				   __atomic_load_n(&sub->strand->batch,
+						   __ATOMIC_RELAXED));
+	if (err >= 0)
+		return;
+	sub_put(sub);
+drop:
+	node_count(node, in_dropped, 1);
+	ao_buf_put(buf);
+	free(d);
+}
+
 /* cnats' delivery thread: copy and hand over, nothing else. */
 static void on_nats_msg(natsConnection *nc, natsSubscription *ns, natsMsg *m,
 			void *closure)
 {
-	struct ao_sub *sub = closure;
-	struct ao_node *node = sub->node;
-	const char *subject = natsMsg_GetSubject(m);
 	const char *reply = natsMsg_GetReply(m);
+	const char *subject = natsMsg_GetSubject(m);
 	int len = natsMsg_GetDataLength(m);
-	size_t slen = strlen(subject) + 1;
-	size_t rlen = reply && reply[0] ? strlen(reply) + 1 : 0;
-	struct delivery *d = NULL;
-	struct ao_buf *buf = NULL;
 
 	(void)nc;
 	(void)ns;
-	if (__atomic_load_n(&sub->closed, __ATOMIC_ACQUIRE))
-		goto drop;
-	buf = ao_buf_get(node->cfg.pool);
-	if (!buf || len < 0 || (uint32_t)len > buf->cap)
-		goto drop;
-	d = malloc(sizeof(*d) + slen + rlen);
-	if (!d)
-		goto drop;
-	memcpy(buf->data, natsMsg_GetData(m), (size_t)len);
-	buf->len = (uint32_t)len;
-	memcpy(d->text, subject, slen);
-	d->reply = NULL;
-	if (rlen) {
-		d->reply = d->text + slen;
-		memcpy(d->reply, reply, rlen);
+	if (len < 0) {
+		node_count(((struct ao_sub *)closure)->node, in_dropped, 1);
+	} else {
+		ao__sub_deliver(closure, subject, strlen(subject), reply,
+				reply ? strlen(reply) : 0, natsMsg_GetData(m),
+				(size_t)len, false);
 	}
-	d->sub = sub;
-	d->buf = buf;
-	natsMsg_Destroy(m);
-	ao_work_init(&d->work, delivery_run);
-	__atomic_add_fetch(&sub->refs, 1, __ATOMIC_RELAXED);
-	/* Blocks while a bounded executor is full: back-pressure on the
-	 * delivery thread, then cnats' pending limit (counted below). */
-	if (ao_strand_submit(sub->strand, &d->work) < 0) {
-		node_count(node, in_dropped, 1);
-		ao_buf_put(buf);
-		free(d);
-		sub_put(sub);
-	}
-	return;
-drop:
-	node_count(node, in_dropped, 1);
-	ao_buf_put(buf);
 	natsMsg_Destroy(m);
 }
 
@@ -317,10 +336,11 @@ static void on_sub_complete(void *closure)
 
 static int sub_open(struct ao_node *node, const char *subject,
 		    const char *queue, struct ao_strand *s, ao_msg_fn fn,
-		    void *arg, struct ao_sub **out)
+		    void *arg, bool internal, struct ao_sub **out)
 {
 	struct ao_sub *sub;
 	natsStatus ns;
+	int err;
 
 	sub = calloc(1, sizeof(*sub));
 	if (!sub)
@@ -328,6 +348,7 @@ static int sub_open(struct ao_node *node, const char *subject,
 	sub->node = node;
 	sub->fn = fn;
 	sub->arg = arg;
+	sub->internal = internal;
 	if (!s) {
 		uint32_t i =
 			__atomic_fetch_add(&node->sub_rr, 1, __ATOMIC_RELAXED);
@@ -335,8 +356,20 @@ static int sub_open(struct ao_node *node, const char *subject,
 		s = &node->sub_strands[i % NODE_SUB_STRANDS];
 	}
 	sub->strand = s;
-	sub->refs = 2; /* the user's and cnats' */
+	sub->refs = 2; /* the user's and cnats' (or the reader's table) */
 	__atomic_add_fetch(&node->live_subs, 1, __ATOMIC_RELAXED);
+	if (node->direct && !internal) {
+		err = ao__direct_sub(node, sub, subject, queue);
+		if (err) {
+			__atomic_sub_fetch(&node->live_subs, 1,
+					   __ATOMIC_RELAXED);
+			free(sub->subject);
+			free(sub);
+			return err;
+		}
+		*out = sub;
+		return 0;
+	}
 	if (queue && queue[0])
 		ns = natsConnection_QueueSubscribe(&sub->ns, node->nc, subject,
 						   queue, on_nats_msg, sub);
@@ -370,7 +403,7 @@ int ao_node_subscribe(struct ao_node *node, const char *subject,
 	if (!node->started ||
 	    __atomic_load_n(&node->stopping, __ATOMIC_ACQUIRE))
 		return -ENOTCONN;
-	err = sub_open(node, subject, queue, s, handler, arg, out);
+	err = sub_open(node, subject, queue, s, handler, arg, false, out);
 	if (!err)
 		__atomic_add_fetch(&node->open_subs, 1, __ATOMIC_RELAXED);
 	return err;
@@ -379,8 +412,12 @@ int ao_node_subscribe(struct ao_node *node, const char *subject,
 static void sub_close(struct ao_sub *sub)
 {
 	__atomic_store_n(&sub->closed, true, __ATOMIC_RELEASE);
-	/* Fails harmlessly when the connection closed it already. */
-	natsSubscription_Unsubscribe(sub->ns);
+	if (!sub->ns) {
+		ao__direct_unsub(sub->node, sub);
+	} else {
+		/* Fails harmlessly when the connection closed it already. */
+		natsSubscription_Unsubscribe(sub->ns);
+	}
 	sub_put(sub);
 }
 
@@ -933,6 +970,8 @@ static void on_reconnected(natsConnection *nc, void *closure)
 	(void)nc;
 	node_count(node, reconnects, 1);
 	bus_changed(node, true);
+	if (node->direct)
+		ao__direct_kick(node);
 }
 
 /* ---------------------------------------------------------------------
@@ -1080,10 +1119,14 @@ int ao_node_start(struct ao_node *node)
 	}
 	node->started = true;
 	err = sub_open(node, HB_PREFIX "*", NULL, &node->strand, hb_in, node,
-		       &node->hb_sub);
+		       true, &node->hb_sub);
 	if (err)
 		goto fail;
-	node->hb_sub->internal = true;
+	if (node->cfg.direct) {
+		err = ao__direct_start(node);
+		if (err)
+			goto fail;
+	}
 	period = (uint64_t)node->cfg.heartbeat_ms * 1000000ull;
 	err = ao_timer_arm_periodic(&node->hb_timer,
 				    ao_timers_now(ao_timers_of(node->cfg.exec)),
@@ -1108,6 +1151,8 @@ int ao_node_stop(struct ao_node *node)
 		sub_close(node->hb_sub);
 		node->hb_sub = NULL;
 	}
+	if (node->direct)
+		ao__direct_stop(node);
 	if (node->nc)
 		natsConnection_Close(node->nc);
 	__atomic_store_n(&node->connected, false, __ATOMIC_RELEASE);
@@ -1153,6 +1198,8 @@ int ao_node_destroy(struct ao_node *node)
 		natsSubscription_Destroy(node->reply_sub);
 		node->reply_sub = NULL;
 	}
+	if (node->direct)
+		ao__direct_free(node);
 	if (!node_drained(node))
 		return -EBUSY;
 	graves_reap(node, true);

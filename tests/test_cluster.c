@@ -33,6 +33,8 @@
 
 static struct natsd natsd;
 static const char *skip_why;
+/* The second run: every node reads its subscriptions itself (cfg.direct). */
+static bool direct;
 
 struct fx {
 	struct ao_exec *ex;
@@ -67,6 +69,7 @@ static void node_cfg(struct ao_node_config *c, struct fx *f, const char *name,
 	c->name = name;
 	c->exec = f->ex;
 	c->pool = f->pool;
+	c->direct = direct;
 }
 
 static struct ao_node *node_up(struct fx *f, const char *name)
@@ -1114,6 +1117,10 @@ static void test_server_restart(void **state)
 	}
 	WAIT_UNTIL(__atomic_load_n(&r->got, __ATOMIC_ACQUIRE) == 100, 20000);
 	assert_int_equal(__atomic_load_n(&r->bad, __ATOMIC_RELAXED), 0);
+	/* The own reader's connection was made again (cnats' reconnect
+	 * kicks it). */
+	ao_node_stats(b, &st);
+	assert_int_equal(st.direct_connects, direct ? 2 : 0);
 
 	assert_int_equal(ao_sub_close(sub), 0);
 	ao_kv_close(kv);
@@ -1175,6 +1182,63 @@ static void test_server_hang(void **state)
 /* ---------------------------------------------------------------------
  * Arguments and lifetimes without a server
  */
+
+/* A message larger than the pool's buffers (and, at 300 KiB, than the
+ * own reader's receive buffer, which skips it) is dropped and counted,
+ * and the ones after it arrive, in order.  The url carries credentials
+ * (the server requires none): both connections send them. */
+static void test_big_and_creds(void **state)
+{
+	static char huge[300 * 1024];
+	struct ao_node_stats st;
+	struct ao_sub *sub;
+	struct ao_node *a, *b;
+	struct ao_node_config c;
+	char url[96];
+	struct rx *r;
+	struct fx f;
+	long i;
+
+	(void)state;
+	SKIP_IF_NO_BUS();
+	fx_init(&f);
+	r = calloc(1, sizeof(*r));
+	assert_non_null(r);
+	ao_strand_init(&r->strand, f.ex);
+	r->pool = f.pool;
+	snprintf(url, sizeof(url), "nats://who:secret@%s",
+		 natsd.url + strlen("nats://"));
+	node_cfg(&c, &f, "ba", url);
+	assert_int_equal(ao_node_create(&c, &a), 0);
+	assert_int_equal(ao_node_start(a), 0);
+	b = node_up(&f, "bb");
+	assert_int_equal(ao_node_subscribe(a, "t.big", NULL, &r->strand,
+					   rx_handler, r, &sub),
+			 0);
+	probe_until_seen(b, "t.big", &r->probes);
+	for (i = 0; i < 3; i++) {
+		long seq = i;
+
+		assert_int_equal(
+			ao_node_publish(b, "t.big", huge, sizeof(huge)), 0);
+		assert_int_equal(ao_node_publish(b, "t.big", &seq, sizeof(seq)),
+				 0);
+	}
+	WAIT_UNTIL(__atomic_load_n(&r->got, __ATOMIC_ACQUIRE) == 3, 10000);
+	assert_int_equal(__atomic_load_n(&r->bad, __ATOMIC_RELAXED), 0);
+	ao_node_stats(a, &st);
+	assert_int_equal(st.in_dropped, 3);
+	assert_int_equal(st.direct_connects, direct ? 1 : 0);
+	assert_int_equal(ao_sub_close(sub), 0);
+	assert_int_equal(ao_exec_drain(f.ex), 0);
+	for (i = 0; i < r->nkept; i++)
+		ao_buf_put(r->kept[i]);
+	assert_int_equal(ao_strand_destroy(&r->strand), 0);
+	node_down(a);
+	node_down(b);
+	free(r);
+	fx_fini(&f);
+}
 
 static void test_refusals(void **state)
 {
@@ -1252,11 +1316,19 @@ int main(void)
 		cmocka_unit_test(test_kv_async),
 		cmocka_unit_test(test_server_restart),
 		cmocka_unit_test(test_server_hang),
+		cmocka_unit_test(test_big_and_creds),
 	};
+
+	int failed;
 
 	ao_clock_calibrate();
 	atexit(natsd_reap_all); /* when the runner exits early too */
 	t_watchdog_arm(300, "test_cluster");
-	return cmocka_run_group_tests_name("cluster", tests, group_setup,
-					   group_teardown);
+	failed = cmocka_run_group_tests_name("cluster", tests, group_setup,
+					     group_teardown);
+	direct = true;
+	failed += cmocka_run_group_tests_name("cluster, the node's own reader",
+					      tests, group_setup,
+					      group_teardown);
+	return failed;
 }

@@ -85,6 +85,11 @@ static void usage(FILE *f)
 		"                          (JetStream on); without it, one process\n"
 		"      --node=NAME         this node's name (with --nats; default\n"
 		"                          the host name and pid)\n"
+		"      --bus-reader=R      who reads the bus: own (default: a thread\n"
+		"                          of the node's, which runs a free room's\n"
+		"                          handler itself) or cnats (cnats' reader\n"
+		"                          and delivery threads hand every message\n"
+		"                          to a worker: two wake-ups more)\n"
 		"Limits:\n"
 		"      --buffers=N         buffers in the pool (default 4 per player\n"
 		"                          + 1024)\n"
@@ -126,6 +131,7 @@ enum {
 	OPT_IDLE,
 	OPT_NATS,
 	OPT_NODE,
+	OPT_BUS_READER,
 };
 
 static const struct option long_opts[] = {
@@ -145,6 +151,7 @@ static const struct option long_opts[] = {
 	{ "precise", no_argument, NULL, OPT_PRECISE },
 	{ "nats", required_argument, NULL, OPT_NATS },
 	{ "node", required_argument, NULL, OPT_NODE },
+	{ "bus-reader", required_argument, NULL, OPT_BUS_READER },
 	{ "buffers", required_argument, NULL, OPT_BUFFERS },
 	{ "sndbuf", required_argument, NULL, OPT_SNDBUF },
 	{ "drain-timeout", required_argument, NULL, OPT_DRAIN },
@@ -247,6 +254,16 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_NODE:
 			o->cl.node = optarg;
+			break;
+		case OPT_BUS_READER:
+			if (!strcmp(optarg, "own"))
+				o->cl.cnats_reader = false;
+			else if (!strcmp(optarg, "cnats"))
+				o->cl.cnats_reader = true;
+			else
+				bad_usage("--bus-reader: '%s' is not own or "
+					  "cnats",
+					  optarg);
 			break;
 		case OPT_BUFFERS:
 			a->buffers = (uint32_t)need_count("buffers", optarg, 16,
@@ -681,6 +698,8 @@ int main(int argc, char **argv)
 
 	if (s.o.cl.node && !s.o.cl.url)
 		bad_usage("--node needs --nats");
+	if (s.o.cl.cnats_reader && !s.o.cl.url)
+		bad_usage("--bus-reader needs --nats");
 	/* A node listens once it is in its cluster: its player ids come
 	 * from the index the directory gives it. */
 	s.o.a.defer_listen = s.o.cl.url != NULL;

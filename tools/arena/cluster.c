@@ -2136,6 +2136,7 @@ int cluster_start(struct arena *a, const struct cluster_opts *o)
 	nc.exec = a->exec;
 	nc.pool = c->pool;
 	nc.send_asap = true;
+	nc.direct = !o->cnats_reader;
 	nc.strand = &c->strand;
 	nc.on_peer = on_peer;
 	nc.on_bus = on_bus;

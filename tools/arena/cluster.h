@@ -21,6 +21,8 @@ struct cluster_opts {
 	const char *node; /* this node's name */
 	uint32_t fence_ms; /* stop ticking when the own heartbeat is older;
 			    * 0: 700 ms */
+	bool cnats_reader; /* subscriptions read by cnats' threads, not
+			    * by the node's own reader */
 };
 
 struct cluster_stats {

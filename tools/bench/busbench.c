@@ -9,7 +9,10 @@
  *			buffer and hand-off to the strand included.
  *			MODE flusher: cnats' default, a flusher thread that
  *			waits up to 1 ms to batch; asap: send_asap, the
- *			publishing thread writes at once; cnats: the
+ *			publishing thread writes at once; direct: asap,
+ *			and the subscriber reads with the node's own thread
+ *			(cfg.direct), which runs the handler when the
+ *			strand is free; cnats: the
  *			baseline, cnats alone (SendAsap, its callback on its
  *			delivery thread takes the time: no copy, no strand).
  *	request/MODE	A sends a request to an echo responder on B, one at
@@ -72,7 +75,11 @@ struct cell_result {
 	double p50_us, p99_us, max_us;
 };
 
-static struct cell_result results[16];
+/* How the nodes of a cell use the bus. */
+enum mode { M_FLUSHER, M_ASAP, M_DIRECT };
+static const char *const mode_names[] = { "flusher", "asap", "direct" };
+
+static struct cell_result results[24];
 static int nresults;
 
 static void die(const char *what, int err)
@@ -82,7 +89,7 @@ static void die(const char *what, int err)
 	exit(1);
 }
 
-static void env_up(struct env *e, bool asap)
+static void env_up(struct env *e, enum mode mode)
 {
 	struct ao_exec_config ec = AO_EXEC_CONFIG_INIT;
 	struct ao_timers_config tc = AO_TIMERS_CONFIG_INIT;
@@ -104,7 +111,8 @@ static void env_up(struct env *e, bool asap)
 	c.url = natsd.url;
 	c.exec = e->ex;
 	c.pool = e->pool;
-	c.send_asap = asap;
+	c.send_asap = mode != M_FLUSHER;
+	c.direct = mode == M_DIRECT;
 	c.name = "bench-a";
 	err = ao_node_create(&c, &e->a);
 	if (!err)
@@ -193,18 +201,20 @@ static void oneway_rx(struct ao_msg *msg, void *arg)
 	}
 }
 
-static void run_oneway(bool asap, size_t count)
+static void run_oneway(enum mode m, size_t count)
 {
-	const char *mode = asap ? "asap" : "flusher";
+	const char *mode = mode_names[m];
 	struct oneway o = { 0 };
 	struct ao_sub *sub;
 	struct env e;
+	char cell[32];
 	size_t i;
 	int err;
 
-	if (!bench_selected(&opts, asap ? "oneway/asap" : "oneway/flusher"))
+	snprintf(cell, sizeof(cell), "oneway/%s", mode);
+	if (!bench_selected(&opts, cell))
 		return;
-	env_up(&e, asap);
+	env_up(&e, m);
 	o.lat = calloc(count, sizeof(*o.lat));
 	o.cap = count;
 	ao_strand_init(&o.strand, e.ex);
@@ -337,20 +347,22 @@ static void count_rx(struct ao_msg *msg, void *arg)
 		__atomic_add_fetch(&k->got, 1, __ATOMIC_RELEASE);
 }
 
-static void run_burst(bool asap, long count)
+static void run_burst(enum mode m, long count)
 {
-	const char *mode = asap ? "asap" : "flusher";
+	const char *mode = mode_names[m];
 	struct counter k = { 0 };
 	static char payload[128];
 	struct ao_sub *sub;
 	struct env e;
 	uint64_t t0, c0, dt, dc;
+	char cell[32];
 	long i;
 	int err;
 
-	if (!bench_selected(&opts, asap ? "burst/asap" : "burst/flusher"))
+	snprintf(cell, sizeof(cell), "burst/%s", mode);
+	if (!bench_selected(&opts, cell))
 		return;
-	env_up(&e, asap);
+	env_up(&e, m);
 	ao_strand_init(&k.strand, e.ex);
 	err = ao_node_subscribe(e.b, "bench.burst", NULL, &k.strand, count_rx,
 				&k, &sub);
@@ -458,22 +470,22 @@ static size_t rtt_loop(struct env *e, const char *subject, uint64_t *lat,
 	return n;
 }
 
-static void run_request(bool asap, size_t count)
+static void run_request(enum mode m, size_t count)
 {
-	const char *mode = asap ? "asap" : "flusher";
+	const char *mode = mode_names[m];
 	struct echo ec = { 0 };
 	struct ao_sub *sub;
 	struct env e;
 	uint64_t *lat;
 	size_t i, n;
-	char cell[32];
+	char cell[32], noresp[32];
 	int err;
 
 	snprintf(cell, sizeof(cell), "request/%s", mode);
-	if (!bench_selected(&opts, cell) &&
-	    !bench_selected(&opts, asap ? "noresp/asap" : "noresp/flusher"))
+	snprintf(noresp, sizeof(noresp), "noresp/%s", mode);
+	if (!bench_selected(&opts, cell) && !bench_selected(&opts, noresp))
 		return;
-	env_up(&e, asap);
+	env_up(&e, m);
 	lat = calloc(count, sizeof(*lat));
 	ec.node = e.b;
 	err = ao_node_subscribe(e.b, "bench.echo", NULL, NULL, echo_rx, &ec,
@@ -512,7 +524,7 @@ static void run_kv(size_t count)
 	if (!bench_selected(&opts, "kv-cas") &&
 	    !bench_selected(&opts, "kv-conflict"))
 		return;
-	env_up(&e, false);
+	env_up(&e, M_FLUSHER);
 	lat = calloc(count, sizeof(*lat));
 	err = ao_kv_open(e.a, "AO_BENCH", true, &kv);
 	if (!err)
@@ -576,6 +588,27 @@ static void ratios(void)
 			       f->p99_us / a->p99_us);
 		}
 	}
+	/* What the node's own reader saves (both with send_asap). */
+	for (i = 0; i < sizeof(cells) / sizeof(cells[0]); i++) {
+		const struct cell_result *a = find(cells[i], "asap");
+		const struct cell_result *d = find(cells[i], "direct");
+
+		if (!a || !d || !d->p50_us || !d->p99_us)
+			continue;
+		if (opts.json) {
+			bench_json_begin("busbench");
+			bench_json_str("cell", cells[i]);
+			bench_json_str("mode", "asap/direct");
+			bench_json_num("p50_ratio", a->p50_us / d->p50_us);
+			bench_json_num("p99_ratio", a->p99_us / d->p99_us);
+			bench_json_end();
+		} else {
+			printf("%-12s asap/direct: p50 %.2fx (%+.1f us), p99 "
+			       "%.2fx\n",
+			       cells[i], a->p50_us / d->p50_us,
+			       d->p50_us - a->p50_us, a->p99_us / d->p99_us);
+		}
+	}
 	/* What the copy and the strand add to cnats alone. */
 	{
 		const struct cell_result *a = find("oneway", "asap");
@@ -628,13 +661,16 @@ int main(int argc, char **argv)
 		printf("%-12s %-8s %8s %10s %10s %10s\n", "cell", "mode", "n",
 		       "p50", "p99", "max");
 	}
-	run_oneway(false, count);
-	run_oneway(true, count);
+	run_oneway(M_FLUSHER, count);
+	run_oneway(M_ASAP, count);
+	run_oneway(M_DIRECT, count);
 	run_oneway_raw(count);
-	run_burst(false, opts.quick ? 20000 : 200000);
-	run_burst(true, opts.quick ? 20000 : 200000);
-	run_request(false, count);
-	run_request(true, count);
+	run_burst(M_FLUSHER, opts.quick ? 20000 : 200000);
+	run_burst(M_ASAP, opts.quick ? 20000 : 200000);
+	run_burst(M_DIRECT, opts.quick ? 20000 : 200000);
+	run_request(M_FLUSHER, count);
+	run_request(M_ASAP, count);
+	run_request(M_DIRECT, count);
 	run_kv(count);
 	ratios();
 	natsd_stop(&natsd);

@@ -69,6 +69,7 @@ static bool cycles_set, no_failover, no_pin, capacity;
 static int broken;
 static cpu_set_t srv_cpus, bots_cpus; /* the servers' CPU, the bots' */
 static pid_t nats_pid;
+static const char *bus_reader; /* the nodes' --bus-reader, or theirs */
 
 static bool extra(const char *arg)
 {
@@ -92,6 +93,11 @@ static bool extra(const char *arg)
 	if (!strcmp(arg, "--capacity")) {
 		capacity = no_failover = true;
 		return true;
+	}
+	if (!strncmp(arg, "--bus-reader=", 13)) {
+		bus_reader = arg + 13;
+		return !strcmp(bus_reader, "own") ||
+		       !strcmp(bus_reader, "cnats");
 	}
 	if (!strncmp(arg, "--nats-server=", 14)) {
 		nats_path = arg + 14;
@@ -387,6 +393,8 @@ static void cell(const char *url, int nodes, double seconds, struct result *r)
 		if (nodes) {
 			child_arg(&aa, "--nats=%s", url);
 			child_arg(&aa, "--node=n%d", i + 1);
+			if (bus_reader)
+				child_arg(&aa, "--bus-reader=%s", bus_reader);
 		}
 		if (child_spawn(&n[i], aa.v, srv_opts()) ||
 		    child_port(&n[i], child_now_s() + 30, &port)) {
@@ -473,6 +481,8 @@ static int node_spawn(struct child *n, const char *url, const char *name,
 	child_arg(&aa, "--workers=1");
 	child_arg(&aa, "--nats=%s", url);
 	child_arg(&aa, "--node=%s", name);
+	if (bus_reader)
+		child_arg(&aa, "--bus-reader=%s", bus_reader);
 	if (child_spawn(n, aa.v, srv_opts()) ||
 	    child_port(n, child_now_s() + 30, got)) {
 		fprintf(stderr, "clusterbench: node %s did not start\n", name);
@@ -769,6 +779,8 @@ int main(int argc, char **argv)
 		    "up (no failover)\n"
 		    "  --no-pin          do not pin the bots apart from the "
 		    "servers\n"
+		    "  --bus-reader=R    the nodes' --bus-reader (own or "
+		    "cnats; default theirs)\n"
 		    "  --nats-server=P   the nats-server to run\n",
 		    extra);
 	seconds = o.quick ? 4.0 : o.seconds;

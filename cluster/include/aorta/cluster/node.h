@@ -20,7 +20,9 @@
  *
  * cnats' threads (reader, flusher, delivery) never run aorta code: each
  * message is copied into a pooled buffer and handed to a strand.  Every
- * handler and callback of this header runs on a strand of cfg->exec.
+ * handler and callback of this header runs on a strand of cfg->exec
+ * (with cfg->direct, a subscription's strand may take its turn on the
+ * node's own reader thread instead of a worker).
  * Functions return 0 or a negative errno.
  */
 #ifndef AORTA_CLUSTER_NODE_H
@@ -100,6 +102,9 @@ struct ao_node_config {
 	bool send_asap; /* write each publish at once (cnats SendAsap)
 			 * instead of the flusher, which batches for up to
 			 * a millisecond */
+	bool direct; /* read subscriptions on a second connection, on a
+		      * thread of the node's own that runs a free strand's
+		      * turn itself (two wake-ups fewer per message) */
 	struct ao_strand *strand; /* where on_peer/on_bus run; NULL: the
 				   * node's own */
 	ao_peer_fn on_peer; /* optional */
@@ -112,8 +117,8 @@ struct ao_node_config {
 		.url = NULL, .name = NULL, .exec = NULL, .pool = NULL,         \
 		.heartbeat_ms = 0, .dead_ms = 0, .ping_ms = 0, .pings_out = 0, \
 		.reconnect_ms = 0, .connect_ms = 0, .pub_buffer = 0,           \
-		.send_asap = false, .strand = NULL, .on_peer = NULL,           \
-		.on_bus = NULL, .arg = NULL,                                   \
+		.send_asap = false, .direct = false, .strand = NULL,           \
+		.on_peer = NULL, .on_bus = NULL, .arg = NULL,                  \
 	}
 
 /* Counters since create (a racy snapshot). */
@@ -134,6 +139,8 @@ struct ao_node_stats {
 	uint64_t req_failed; /* of those, -ENOTCONN or -ECANCELED */
 	uint64_t disconnects; /* connection lost */
 	uint64_t reconnects; /* connection back */
+	uint64_t direct_connects; /* connections the own reader made
+				   * (cfg.direct): 1, then one a loss */
 	uint64_t hb_sent; /* heartbeats published */
 	uint64_t hb_in; /* heartbeats received (own ones included) */
 	uint64_t peers_up; /* peers seen coming up */
