@@ -111,6 +111,9 @@ void ao__direct_kick(struct ao_node *node);
 /* Add sub to the table and subscribe: 0 or -errno. */
 int ao__direct_sub(struct ao_node *node, struct ao_sub *sub,
 		   const char *subject, const char *queue);
+/* Before a publish or request: wait (bounded) until the server has the
+ * newest subscription, as cnats' one connection would order them. */
+void ao__direct_settle(struct ao_node *node);
 /* Take sub out of the table and unsubscribe; drops the table's hold. */
 void ao__direct_unsub(struct ao_node *node, struct ao_sub *sub);
 

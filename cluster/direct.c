@@ -31,10 +31,17 @@
  * reader thread closes the socket, after taking it out under wlock.
  *
  * Ordering.  A SUB travels on this connection, a later publish of the
- * same process on cnats': the server has the subscription a moment after
- * ao_node_subscribe() returns, not necessarily before that publish.
+ * same node on cnats': nats-server reads the two connections apart, so
+ * the publish could overtake the SUB and its answer find no subscriber
+ * (a join forwarded to a room's owner, whose first snapshot carries the
+ * joined record).  cnats keeps that order, both on one connection, so
+ * this must too: each SUB is followed by a PING, and a publish or
+ * request waits (ao__direct_settle(), up to DIRECT_SETTLE_MS) until the
+ * PONG of the newest SUB is in.  One round trip, only for the first
+ * publish after a subscribe.
  */
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -46,6 +53,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <aorta/sync/futex.h>
 #include "cluster_priv.h"
 
 #define DIRECT_BUCKETS 256u
@@ -56,6 +64,10 @@
 #define DIRECT_LINE_MAX 4096u
 /* Wait between dials while the server is not there. */
 #define DIRECT_RETRY_MS 100u
+/* A publish after a subscribe waits at most this long for the server to
+ * have it (then goes anyway: the server is slow or the connection is
+ * being dialled again, when the order cannot hold either). */
+#define DIRECT_SETTLE_MS 10u
 /* A blocked write gives up after this long (then the connection is
  * dropped and dialled again), as cnats' write deadline. */
 #define DIRECT_WRITE_MS 200u
@@ -70,12 +82,19 @@ struct node_direct {
 	bool stop; /* atomic */
 	bool kick; /* atomic: dial now */
 	uint32_t next_sid;
+	uint32_t pings; /* under wlock: PINGs sent after a SUB */
+	uint32_t want; /* atomic: the PING after the newest SUB */
+	uint32_t pongs; /* atomic, a futex: PINGs answered (or given up) */
 	struct ao_spinlock tlock; /* the table */
 	struct ao_sub *table[DIRECT_BUCKETS];
 	char *rbuf;
 	size_t rpos, rlen;
 	size_t skip; /* bytes of an oversized message still to drop */
+	bool refused; /* the reader: said so since the last connection */
 };
+
+/* The reader whose thread this is, if any. */
+static __thread struct node_direct *reading;
 
 static bool stopping(struct node_direct *d)
 {
@@ -278,10 +297,14 @@ static int dial(struct node_direct *d)
 		if (!strcmp(line, "PONG"))
 			break;
 		if (!strncmp(line, "-ERR", 4)) {
-			fprintf(stderr,
-				"aorta: node %s: the bus refused the reader's "
-				"connection: %s\n",
-				node->name, line);
+			/* Once until a connection is made: dials come every
+			 * DIRECT_RETRY_MS. */
+			if (!d->refused)
+				fprintf(stderr,
+					"aorta: node %s: the bus refused the "
+					"reader's connection: %s\n",
+					node->name, line);
+			d->refused = true;
 			err = -EACCES;
 			goto out;
 		}
@@ -295,6 +318,7 @@ static int dial(struct node_direct *d)
 	 * shutdown; writes give up after DIRECT_WRITE_MS. */
 	set_timeout(fd, SO_RCVTIMEO, 0);
 	set_timeout(fd, SO_SNDTIMEO, DIRECT_WRITE_MS);
+	d->refused = false;
 	err = 0;
 out:
 	freeaddrinfo(ai);
@@ -313,6 +337,25 @@ static size_t sub_line(char *out, size_t cap, const struct ao_sub *sub)
 	else
 		n = snprintf(out, cap, "SUB %s %u\r\n", sub->subject, sub->sid);
 	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+/* Under wlock, after SUBs were sent: a PING whose PONG tells they are in. */
+static void sub_ping(struct node_direct *d)
+{
+	if (!d->up)
+		return;
+	dsend(d, "PING\r\n", 6);
+	/* Release: pairs with the acquire in ao__direct_settle(). */
+	__atomic_store_n(&d->want, ++d->pings, __ATOMIC_RELEASE);
+}
+
+/* The reader: n more PINGs answered (or, the connection gone, given up:
+ * nobody waits for a PONG that will not come). */
+static void pongs_set(struct node_direct *d, uint32_t v)
+{
+	/* Release: pairs with the acquire in ao__direct_settle(). */
+	__atomic_store_n(&d->pongs, v, __ATOMIC_RELEASE);
+	ao_futex_wake(&d->pongs, INT_MAX);
 }
 
 /* The handshake is done: subscribe the whole table and go live. */
@@ -342,10 +385,12 @@ static void go_live(struct node_direct *d)
 	}
 	ao_spin_unlock(&d->tlock);
 	d->up = true;
-	if (!buf)
+	if (!buf) {
 		shutdown(d->fd, SHUT_RDWR); /* no memory: dial again */
-	else if (n)
+	} else if (n) {
 		dsend(d, buf, n);
+		sub_ping(d);
+	}
 	ao_spin_unlock(&d->wlock);
 	free(buf);
 }
@@ -359,6 +404,7 @@ static void hang_up(struct node_direct *d)
 	fd = d->fd;
 	d->fd = -1;
 	d->up = false;
+	pongs_set(d, d->pings);
 	ao_spin_unlock(&d->wlock);
 	if (fd >= 0)
 		close(fd);
@@ -457,7 +503,11 @@ static int parse(struct node_direct *d)
 					"aorta: node %s: the bus: %.*s\n",
 					d->node->name, (int)llen, line);
 			}
-			/* PONG, +OK, INFO: nothing to do. */
+			if (llen == 4 && !strncasecmp(line, "PONG", 4))
+				pongs_set(d, __atomic_load_n(&d->pongs,
+							     __ATOMIC_RELAXED) +
+						     1);
+			/* +OK, INFO: nothing to do. */
 			d->rpos += llen + 2;
 			continue;
 		}
@@ -529,6 +579,7 @@ static void *reader(void *arg)
 {
 	struct node_direct *d = arg;
 
+	reading = d;
 	for (;;) {
 		/* The first connection was made by ao__direct_start(). */
 		if (!d->up) {
@@ -647,10 +698,36 @@ int ao__direct_sub(struct ao_node *node, struct ao_sub *sub,
 	ao_spin_unlock(&d->tlock);
 	/* Down: sent with the rest when the connection is back. */
 	n = sub_line(line, sizeof(line), sub);
-	if (n)
+	if (n) {
 		dsend(d, line, n);
+		sub_ping(d);
+	}
 	ao_spin_unlock(&d->wlock);
 	return 0;
+}
+
+void ao__direct_settle(struct ao_node *node)
+{
+	struct node_direct *d = node->direct;
+	uint32_t want = __atomic_load_n(&d->want, __ATOMIC_ACQUIRE), p;
+	uint64_t end;
+
+	if ((int32_t)(__atomic_load_n(&d->pongs, __ATOMIC_ACQUIRE) - want) >= 0)
+		return;
+	/* A handler the reader runs cannot wait for what it reads. */
+	if (reading == d)
+		return;
+	end = ao__cluster_now() + DIRECT_SETTLE_MS * 1000000ull;
+	while ((int32_t)((p = __atomic_load_n(&d->pongs, __ATOMIC_ACQUIRE)) -
+			 want) < 0) {
+		uint64_t now = ao__cluster_now();
+
+		if (now >= end) {
+			node_count(node, direct_unsettled, 1);
+			return;
+		}
+		ao_futex_wait(&d->pongs, p, (int64_t)(end - now));
+	}
 }
 
 void ao__direct_unsub(struct ao_node *node, struct ao_sub *sub)

@@ -449,6 +449,8 @@ static int pub(struct ao_node *node, const char *subject, const char *reply,
 	if (!node->started ||
 	    __atomic_load_n(&node->stopping, __ATOMIC_ACQUIRE))
 		return -ENOTCONN;
+	if (node->direct)
+		ao__direct_settle(node);
 	if (reply)
 		ns = natsConnection_PublishRequest(node->nc, subject, reply,
 						   data, (int)len);

@@ -1183,6 +1183,86 @@ static void test_server_hang(void **state)
  * Arguments and lifetimes without a server
  */
 
+/* A subscription, then at once a publish whose answer comes back on it:
+ * the server must have the subscription before the publish (with direct
+ * they travel on two connections).  Every answer arrives, no probe. */
+struct ask {
+	struct ao_node *node;
+	int got; /* atomic */
+};
+
+static void ask_rx(struct ao_msg *msg, void *arg)
+{
+	struct ask *k = arg;
+	char subject[64];
+
+	if (!msg->len || msg->len >= sizeof(subject))
+		return;
+	memcpy(subject, msg->data, msg->len);
+	subject[msg->len] = '\0';
+	assert_int_equal(ao_node_publish(k->node, subject, "a", 1), 0);
+}
+
+static void answer_rx(struct ao_msg *msg, void *arg)
+{
+	(void)msg;
+	__atomic_add_fetch((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+static void test_sub_then_publish(void **state)
+{
+	struct ao_node *a, *b;
+	struct ao_sub *ask_sub, *sub;
+	struct ask k = { 0 };
+	struct ao_node_stats st;
+	char subject[64];
+	int got = 0, i;
+	struct fx f;
+
+	(void)state;
+	SKIP_IF_NO_BUS();
+	fx_init(&f);
+	a = node_up(&f, "sa");
+	b = node_up(&f, "sb");
+	k.node = b;
+	assert_int_equal(ao_node_subscribe(b, "t.ask", NULL, NULL, ask_rx, &k,
+					   &ask_sub),
+			 0);
+	/* b's interest in t.ask is in: a's answers below are then the only
+	 * thing that can miss. */
+	assert_int_equal(ao_node_subscribe(a, "t.ask.probe", NULL, NULL,
+					   answer_rx, &got, &sub),
+			 0);
+	for (i = 0; i < 2000; i++) {
+		assert_int_equal(ao_node_publish(a, "t.ask", "t.ask.probe", 11),
+				 0);
+		t_sleep_ns(2000000);
+		if (__atomic_load_n(&got, __ATOMIC_ACQUIRE))
+			break;
+	}
+	assert_true(__atomic_load_n(&got, __ATOMIC_ACQUIRE) > 0);
+	assert_int_equal(ao_sub_close(sub), 0);
+	for (i = 0; i < 200; i++) {
+		__atomic_store_n(&got, 0, __ATOMIC_RELEASE);
+		snprintf(subject, sizeof(subject), "t.ans.%d", i);
+		assert_int_equal(ao_node_subscribe(a, subject, NULL, NULL,
+						   answer_rx, &got, &sub),
+				 0);
+		assert_int_equal(ao_node_publish(a, "t.ask", subject,
+						 strlen(subject)),
+				 0);
+		WAIT_UNTIL(__atomic_load_n(&got, __ATOMIC_ACQUIRE) == 1, 5000);
+		assert_int_equal(ao_sub_close(sub), 0);
+	}
+	ao_node_stats(a, &st);
+	assert_int_equal(st.direct_unsettled, 0);
+	assert_int_equal(ao_sub_close(ask_sub), 0);
+	assert_int_equal(ao_exec_drain(f.ex), 0);
+	node_down(a);
+	node_down(b);
+	fx_fini(&f);
+}
+
 /* A message larger than the pool's buffers (and, at 300 KiB, than the
  * own reader's receive buffer, which skips it) is dropped and counted,
  * and the ones after it arrive, in order.  The url carries credentials
@@ -1317,6 +1397,7 @@ int main(void)
 		cmocka_unit_test(test_server_restart),
 		cmocka_unit_test(test_server_hang),
 		cmocka_unit_test(test_big_and_creds),
+		cmocka_unit_test(test_sub_then_publish),
 	};
 
 	int failed;

@@ -141,6 +141,9 @@ struct ao_node_stats {
 	uint64_t reconnects; /* connection back */
 	uint64_t direct_connects; /* connections the own reader made
 				   * (cfg.direct): 1, then one a loss */
+	uint64_t direct_unsettled; /* publishes that went before the
+				    * server confirmed the newest
+				    * subscription (it took over 10 ms) */
 	uint64_t hb_sent; /* heartbeats published */
 	uint64_t hb_in; /* heartbeats received (own ones included) */
 	uint64_t peers_up; /* peers seen coming up */
