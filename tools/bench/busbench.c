@@ -564,72 +564,42 @@ static const struct cell_result *find(const char *cell, const char *mode)
 	return NULL;
 }
 
+/* The ratio of mode top to mode bottom in one cell, and the difference. */
+static void ratio(const char *cell, const char *top, const char *bottom)
+{
+	const struct cell_result *t = find(cell, top);
+	const struct cell_result *b = find(cell, bottom);
+	char mode[32];
+
+	if (!t || !b || !b->p50_us || !b->p99_us)
+		return;
+	snprintf(mode, sizeof(mode), "%s/%s", top, bottom);
+	if (opts.json) {
+		bench_json_begin("busbench");
+		bench_json_str("cell", cell);
+		bench_json_str("mode", mode);
+		bench_json_num("p50_ratio", t->p50_us / b->p50_us);
+		bench_json_num("p99_ratio", t->p99_us / b->p99_us);
+		bench_json_end();
+	} else {
+		printf("%-12s %s: p50 %.2fx (%+.1f us), p99 %.2fx\n", cell,
+		       mode, t->p50_us / b->p50_us, t->p50_us - b->p50_us,
+		       t->p99_us / b->p99_us);
+	}
+}
+
 static void ratios(void)
 {
 	static const char *const cells[] = { "oneway", "request", "noresp" };
 	size_t i;
 
-	for (i = 0; i < sizeof(cells) / sizeof(cells[0]); i++) {
-		const struct cell_result *f = find(cells[i], "flusher");
-		const struct cell_result *a = find(cells[i], "asap");
-
-		if (!f || !a || !a->p50_us || !a->p99_us)
-			continue;
-		if (opts.json) {
-			bench_json_begin("busbench");
-			bench_json_str("cell", cells[i]);
-			bench_json_str("mode", "flusher/asap");
-			bench_json_num("p50_ratio", f->p50_us / a->p50_us);
-			bench_json_num("p99_ratio", f->p99_us / a->p99_us);
-			bench_json_end();
-		} else {
-			printf("%-12s flusher/asap: p50 %.2fx, p99 %.2fx\n",
-			       cells[i], f->p50_us / a->p50_us,
-			       f->p99_us / a->p99_us);
-		}
-	}
+	for (i = 0; i < sizeof(cells) / sizeof(cells[0]); i++)
+		ratio(cells[i], "flusher", "asap");
 	/* What the node's own reader saves (both with send_asap). */
-	for (i = 0; i < sizeof(cells) / sizeof(cells[0]); i++) {
-		const struct cell_result *a = find(cells[i], "asap");
-		const struct cell_result *d = find(cells[i], "direct");
-
-		if (!a || !d || !d->p50_us || !d->p99_us)
-			continue;
-		if (opts.json) {
-			bench_json_begin("busbench");
-			bench_json_str("cell", cells[i]);
-			bench_json_str("mode", "asap/direct");
-			bench_json_num("p50_ratio", a->p50_us / d->p50_us);
-			bench_json_num("p99_ratio", a->p99_us / d->p99_us);
-			bench_json_end();
-		} else {
-			printf("%-12s asap/direct: p50 %.2fx (%+.1f us), p99 "
-			       "%.2fx\n",
-			       cells[i], a->p50_us / d->p50_us,
-			       d->p50_us - a->p50_us, a->p99_us / d->p99_us);
-		}
-	}
+	for (i = 0; i < sizeof(cells) / sizeof(cells[0]); i++)
+		ratio(cells[i], "asap", "direct");
 	/* What the copy and the strand add to cnats alone. */
-	{
-		const struct cell_result *a = find("oneway", "asap");
-		const struct cell_result *r = find("oneway", "cnats");
-
-		if (!a || !r || !r->p50_us || !r->p99_us)
-			return;
-		if (opts.json) {
-			bench_json_begin("busbench");
-			bench_json_str("cell", "oneway");
-			bench_json_str("mode", "asap/cnats");
-			bench_json_num("p50_ratio", a->p50_us / r->p50_us);
-			bench_json_num("p99_ratio", a->p99_us / r->p99_us);
-			bench_json_end();
-		} else {
-			printf("%-12s asap/cnats: p50 %.2fx (+%.1f us), p99 "
-			       "%.2fx\n",
-			       "oneway", a->p50_us / r->p50_us,
-			       a->p50_us - r->p50_us, a->p99_us / r->p99_us);
-		}
-	}
+	ratio("oneway", "asap", "cnats");
 }
 
 int main(int argc, char **argv)
