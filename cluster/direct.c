@@ -165,7 +165,7 @@ static int read_line(int fd, char *line, size_t cap)
  * maybe in brackets).  Returns 0 or -EPROTONOSUPPORT (tls://, ws://).
  */
 static int parse_url(char *url, char **user, char **pass, char **host,
-		     char **port)
+		     const char **port)
 {
 	char *p = url, *at, *colon;
 
@@ -224,7 +224,8 @@ static int dial(struct node_direct *d)
 {
 	struct ao_node *node = d->node;
 	const struct ao_node_config *c = &node->cfg;
-	char url[256], line[DIRECT_LINE_MAX], *user, *pass, *host, *port;
+	char url[256], line[DIRECT_LINE_MAX], *user, *pass, *host;
+	const char *port;
 	struct addrinfo hints = { 0 }, *ai = NULL;
 	int fd = -1, err, one = 1, len;
 
