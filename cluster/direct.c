@@ -60,8 +60,12 @@
 /* Received bytes are parsed in place: a message larger than this is
  * skipped (and counted), whatever the pool's buffers hold. */
 #define DIRECT_RBUF (256u * 1024u)
-/* A protocol line longer than this is an error. */
+/* The start of a protocol line that is kept and looked at, and the most
+ * a MSG line may take (a longer one is an error). */
 #define DIRECT_LINE_MAX 4096u
+/* A longer line other than MSG (INFO) is read to its CRLF, only its start
+ * kept; one longer than this is an error. */
+#define DIRECT_LONG_LINE_MAX (1024u * 1024u)
 /* Wait between dials while the server is not there. */
 #define DIRECT_RETRY_MS 100u
 /* A publish after a subscribe waits at most this long for the server to
@@ -90,6 +94,7 @@ struct node_direct {
 	char *rbuf;
 	size_t rpos, rlen;
 	size_t skip; /* bytes of an oversized message still to drop */
+	size_t drop; /* > 0: the length so far of a long line being dropped */
 	bool refused; /* the reader: said so since the last connection */
 };
 
@@ -136,13 +141,22 @@ static void set_timeout(int fd, int opt, uint32_t ms)
 	setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv));
 }
 
-/* Read one line of the handshake into line (NUL-terminated, no CRLF). */
+/*
+ * Read one line of the handshake into line (NUL-terminated, no CRLF).
+ * A line longer than line is read to its CRLF and only its start kept:
+ * a cluster's INFO lists every server's connect_urls and can exceed any
+ * fixed buffer, and the start is all that is looked at ("INFO " and
+ * tls_required, which nats-server writes before the urls).  Byte by byte,
+ * so that nothing after the line is taken from the socket; up to
+ * DIRECT_LONG_LINE_MAX, so that a broken peer cannot keep us reading.
+ */
 static int read_line(int fd, char *line, size_t cap)
 {
-	size_t n = 0;
+	size_t n = 0, total = 0;
+	char c, prev = '\0';
 
 	for (;;) {
-		ssize_t r = recv(fd, line + n, 1, 0);
+		ssize_t r = recv(fd, &c, 1, 0);
 
 		if (r == 0)
 			return -ECONNRESET;
@@ -151,12 +165,19 @@ static int read_line(int fd, char *line, size_t cap)
 				continue;
 			return errno == EAGAIN ? -ETIMEDOUT : -errno;
 		}
-		if (++n >= 2 && line[n - 2] == '\r' && line[n - 1] == '\n') {
-			line[n - 2] = '\0';
+		total++;
+		if (n + 1 < cap)
+			line[n++] = c;
+		if (prev == '\r' && c == '\n') {
+			/* The CRLF is bytes total - 2 and total - 1. */
+			if (n > total - 2)
+				n = total - 2;
+			line[n] = '\0';
 			return 0;
 		}
-		if (n + 1 >= cap)
+		if (total >= DIRECT_LONG_LINE_MAX)
 			return -EPROTO;
+		prev = c;
 	}
 }
 
@@ -409,7 +430,7 @@ static void hang_up(struct node_direct *d)
 	ao_spin_unlock(&d->wlock);
 	if (fd >= 0)
 		close(fd);
-	d->rpos = d->rlen = d->skip = 0;
+	d->rpos = d->rlen = d->skip = d->drop = 0;
 }
 
 static void deliver(struct node_direct *d, uint32_t sid, const char *subject,
@@ -472,6 +493,48 @@ static int parse_num(const char *p, size_t n, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* A line other than MSG, or the start of a long one (llen of it). */
+static void control_line(struct node_direct *d, const char *line, size_t llen)
+{
+	if (llen == 4 && !strncasecmp(line, "PING", 4)) {
+		ao_spin_lock(&d->wlock);
+		dsend(d, "PONG\r\n", 6);
+		ao_spin_unlock(&d->wlock);
+	} else if (llen >= 4 && !strncasecmp(line, "-ERR", 4)) {
+		/* The server closes after most errors: the EOF makes us
+		 * dial again.  Its start, as of a long line. */
+		fprintf(stderr, "aorta: node %s: the bus: %.*s\n",
+			d->node->name,
+			(int)(llen < DIRECT_LINE_MAX ? llen : DIRECT_LINE_MAX),
+			line);
+	}
+	if (llen == 4 && !strncasecmp(line, "PONG", 4))
+		pongs_set(d, __atomic_load_n(&d->pongs, __ATOMIC_RELAXED) + 1);
+	/* +OK, INFO: nothing to do. */
+}
+
+/*
+ * Drop what is in rbuf of a long line whose start was handled, up to its
+ * CRLF; 0 or -EPROTO past DIRECT_LONG_LINE_MAX.  A final CR is left in
+ * rbuf: its LF may be in the next read.
+ */
+static int drop_line(struct node_direct *d)
+{
+	char *line = d->rbuf + d->rpos;
+	size_t avail = d->rlen - d->rpos, k;
+	char *nl = memmem(line, avail, "\r\n", 2);
+
+	if (nl) {
+		d->rpos += (size_t)(nl - line) + 2;
+		d->drop = 0;
+		return 0;
+	}
+	k = line[avail - 1] == '\r' ? avail - 1 : avail;
+	d->rpos += k;
+	d->drop += k;
+	return d->drop > DIRECT_LONG_LINE_MAX ? -EPROTO : 0;
+}
+
 /* Handle every whole item in rbuf[rpos, rlen); 0 or -EPROTO. */
 static int parse(struct node_direct *d)
 {
@@ -488,27 +551,36 @@ static int parse(struct node_direct *d)
 			d->rpos += k;
 			continue;
 		}
+		if (d->drop) {
+			if (drop_line(d))
+				return -EPROTO;
+			if (d->drop && d->rpos < d->rlen)
+				return 0; /* a lone CR: wait for more */
+			continue;
+		}
 		nl = memmem(line, avail, "\r\n", 2);
-		if (!nl)
-			return avail > DIRECT_LINE_MAX ? -EPROTO : 0;
+		if (!nl) {
+			if (avail <= DIRECT_LINE_MAX)
+				return 0; /* the rest is still coming */
+			/* A MSG line is short: this is an error. */
+			if (!strncasecmp(line, "MSG ", 4))
+				return -EPROTO;
+			/*
+			 * Another line has no CRLF within DIRECT_LINE_MAX:
+			 * an INFO that nats-server sends when the cluster
+			 * changes, its connect_urls as long as the cluster
+			 * is big.  Its start is all that is looked at (none
+			 * of PING, PONG, +OK is long); the rest is dropped
+			 * as it comes, so that rbuf need not hold it.
+			 */
+			control_line(d, line, DIRECT_LINE_MAX);
+			d->rpos += DIRECT_LINE_MAX;
+			d->drop = DIRECT_LINE_MAX;
+			continue;
+		}
 		llen = (size_t)(nl - line);
 		if (llen < 4 || strncasecmp(line, "MSG ", 4)) {
-			if (llen == 4 && !strncasecmp(line, "PING", 4)) {
-				ao_spin_lock(&d->wlock);
-				dsend(d, "PONG\r\n", 6);
-				ao_spin_unlock(&d->wlock);
-			} else if (llen >= 4 && !strncasecmp(line, "-ERR", 4)) {
-				/* The server closes after most errors:
-				 * the EOF makes us dial again. */
-				fprintf(stderr,
-					"aorta: node %s: the bus: %.*s\n",
-					d->node->name, (int)llen, line);
-			}
-			if (llen == 4 && !strncasecmp(line, "PONG", 4))
-				pongs_set(d, __atomic_load_n(&d->pongs,
-							     __ATOMIC_RELAXED) +
-						     1);
-			/* +OK, INFO: nothing to do. */
+			control_line(d, line, llen);
 			d->rpos += llen + 2;
 			continue;
 		}

@@ -9,10 +9,12 @@
  * compare-and-set raced from threads of two nodes (exactly one winner per
  * revision), create over a delete, delete at a revision, keys, the
  * asynchronous forms; publishing while the server is down (bounded,
- * counted), requests failing at once, and the reconnect after a restart.
- * Skipped, and saying so, without cnats (-ENOSYS) or nats-server.
+ * counted), requests failing at once, and the reconnect after a restart;
+ * INFO lines far longer than 4 KiB, in the handshake and between messages
+ * (a proxy in between adds them).  Skipped, and saying so, without cnats (-ENOSYS) or nats-server.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1320,6 +1322,346 @@ static void test_big_and_creds(void **state)
 	fx_fini(&f);
 }
 
+/* ---------------------------------------------------------------------
+ * Long INFO lines
+ *
+ * A NATS cluster's INFO lists every server's connect_urls and can be
+ * longer than any fixed line buffer; nats-server sends it again, to
+ * every client, when the cluster changes.  A proxy between a node and the
+ * server pads the first INFO of each connection to PAD_LEN bytes (an
+ * extra field, which clients ignore) and sends it again, as an
+ * asynchronous INFO, before every INFO_EVERY-th message.  Each connection
+ * of the node goes through it: cnats' and the own reader's.
+ */
+
+#define PAD_LEN (20 * 1024)
+#define INFO_EVERY 20
+#define PROXY_PAIRS 4
+#define PROXY_BUF (256 * 1024)
+
+struct pair {
+	int cfd, sfd; /* the client's side, the server's; -1: free */
+	bool direct; /* the node's own reader (its CONNECT says so) */
+	char *info; /* the padded INFO line, once the server's came */
+	size_t info_len;
+	char *buf; /* from the server, not yet forwarded */
+	size_t len;
+	long msgs;
+};
+
+struct proxy {
+	int lfd;
+	uint16_t port;
+	char url[64];
+	uint16_t to; /* nats-server's port */
+	pthread_t thread;
+	bool stop; /* atomic */
+	int padded; /* atomic: first INFOs padded */
+	int direct_infos; /* atomic: long INFOs sent to the own reader */
+	struct pair p[PROXY_PAIRS];
+};
+
+static int send_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void pair_close(struct pair *p)
+{
+	close(p->cfd);
+	close(p->sfd);
+	free(p->info);
+	free(p->buf);
+	memset(p, 0, sizeof(*p));
+	p->cfd = p->sfd = -1;
+}
+
+/* "INFO {...}" (llen bytes, no CRLF) with "x_pad":"aaa..." added. */
+static int pad_info(struct pair *p, const char *line, size_t llen)
+{
+	const char *end = line + llen;
+	size_t head, at;
+
+	while (end > line && end[-1] != '}')
+		end--;
+	if (end == line || strncmp(line, "INFO ", 5))
+		return -1;
+	head = (size_t)(end - 1 - line); /* up to the closing brace */
+	p->info = malloc(head + PAD_LEN + 32);
+	if (!p->info)
+		return -1;
+	memcpy(p->info, line, head);
+	at = head;
+	at += (size_t)sprintf(p->info + at, ",\"x_pad\":\"");
+	memset(p->info + at, 'a', PAD_LEN);
+	at += PAD_LEN;
+	memcpy(p->info + at, "\"}\r\n", 4);
+	p->info_len = at + 4;
+	return 0;
+}
+
+/* The size at the end of a MSG or HMSG line, or -1. */
+static long msg_size(const char *line, size_t llen)
+{
+	size_t i = llen;
+	long v = 0, mul = 1;
+
+	while (i && line[i - 1] >= '0' && line[i - 1] <= '9') {
+		v += (line[i - 1] - '0') * mul;
+		mul *= 10;
+		i--;
+	}
+	return i < llen && i && line[i - 1] == ' ' ? v : -1;
+}
+
+/* The padded INFO again; every other one with its LF a moment after the
+ * rest (the reader then has a lone CR at the end of what it read). */
+static int send_info(struct pair *p)
+{
+	if (p->msgs % (2 * INFO_EVERY))
+		return send_all(p->cfd, p->info, p->info_len);
+	if (send_all(p->cfd, p->info, p->info_len - 1))
+		return -1;
+	t_sleep_ns(2000000);
+	return send_all(p->cfd, "\n", 1);
+}
+
+/* Forward every whole item the server sent; -1: drop the pair. */
+static int pair_forward(struct proxy *x, struct pair *p)
+{
+	size_t pos = 0;
+
+	for (;;) {
+		char *line = p->buf + pos;
+		char *nl = memmem(line, p->len - pos, "\r\n", 2);
+		size_t llen, n;
+		long size;
+
+		if (!nl)
+			break;
+		llen = (size_t)(nl - line);
+		n = llen + 2;
+		if (!p->info) {
+			if (pad_info(p, line, llen) ||
+			    send_all(p->cfd, p->info, p->info_len))
+				return -1;
+			__atomic_add_fetch(&x->padded, 1, __ATOMIC_RELAXED);
+			pos += n;
+			continue;
+		}
+		if ((llen > 4 && !strncmp(line, "MSG ", 4)) ||
+		    (llen > 5 && !strncmp(line, "HMSG ", 5))) {
+			size = msg_size(line, llen);
+			if (size < 0)
+				return -1;
+			n += (size_t)size + 2;
+			if (n > p->len - pos)
+				break; /* the rest is still coming */
+			if (++p->msgs % INFO_EVERY == 0) {
+				if (send_info(p))
+					return -1;
+				if (p->direct)
+					__atomic_add_fetch(&x->direct_infos, 1,
+							   __ATOMIC_RELEASE);
+			}
+		}
+		if (send_all(p->cfd, line, n))
+			return -1;
+		pos += n;
+	}
+	memmove(p->buf, p->buf + pos, p->len - pos);
+	p->len -= pos;
+	return p->len < PROXY_BUF ? 0 : -1;
+}
+
+static void proxy_accept(struct proxy *x)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct pair *p = NULL;
+	int cfd, sfd, i;
+
+	cfd = accept(x->lfd, NULL, NULL);
+	if (cfd < 0)
+		return;
+	for (i = 0; i < PROXY_PAIRS && !p; i++)
+		if (x->p[i].cfd < 0)
+			p = &x->p[i];
+	sfd = socket(AF_INET, SOCK_STREAM, 0);
+	sa.sin_port = htons(x->to);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (!p || sfd < 0 || connect(sfd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(cfd);
+		if (sfd >= 0)
+			close(sfd);
+		return;
+	}
+	p->buf = malloc(PROXY_BUF);
+	if (!p->buf) {
+		close(cfd);
+		close(sfd);
+		return;
+	}
+	p->cfd = cfd;
+	p->sfd = sfd;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct proxy *x = arg;
+	struct pollfd pfd[1 + 2 * PROXY_PAIRS];
+	char tmp[16384];
+	int i;
+
+	while (!__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) {
+		pfd[0] = (struct pollfd){ .fd = x->lfd, .events = POLLIN };
+		for (i = 0; i < PROXY_PAIRS; i++) {
+			pfd[1 + 2 * i] = (struct pollfd){ .fd = x->p[i].cfd,
+							  .events = POLLIN };
+			pfd[2 + 2 * i] = (struct pollfd){ .fd = x->p[i].sfd,
+							  .events = POLLIN };
+		}
+		if (poll(pfd, 1 + 2 * PROXY_PAIRS, 50) <= 0)
+			continue;
+		if (pfd[0].revents & POLLIN)
+			proxy_accept(x);
+		for (i = 0; i < PROXY_PAIRS; i++) {
+			struct pair *p = &x->p[i];
+			ssize_t r;
+
+			if (p->cfd >= 0 && pfd[1 + 2 * i].revents) {
+				r = recv(p->cfd, tmp, sizeof(tmp), 0);
+				if (r > 0 &&
+				    memmem(tmp, (size_t)r, "/direct\"", 8))
+					p->direct = true;
+				if (r <= 0 ||
+				    send_all(p->sfd, tmp, (size_t)r)) {
+					pair_close(p);
+					continue;
+				}
+			}
+			if (p->sfd >= 0 && pfd[2 + 2 * i].revents) {
+				r = recv(p->sfd, p->buf + p->len,
+					 PROXY_BUF - p->len, 0);
+				if (r <= 0) {
+					pair_close(p);
+					continue;
+				}
+				p->len += (size_t)r;
+				if (pair_forward(x, p))
+					pair_close(p);
+			}
+		}
+	}
+	for (i = 0; i < PROXY_PAIRS; i++)
+		if (x->p[i].cfd >= 0)
+			pair_close(&x->p[i]);
+	return NULL;
+}
+
+static void proxy_start(struct proxy *x, uint16_t to)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	int i;
+
+	memset(x, 0, sizeof(*x));
+	x->to = to;
+	for (i = 0; i < PROXY_PAIRS; i++)
+		x->p[i].cfd = x->p[i].sfd = -1;
+	x->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(x->lfd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(x->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(x->lfd, 8), 0);
+	assert_int_equal(getsockname(x->lfd, (struct sockaddr *)&sa, &sl), 0);
+	x->port = ntohs(sa.sin_port);
+	snprintf(x->url, sizeof(x->url), "nats://127.0.0.1:%u", x->port);
+	assert_int_equal(pthread_create(&x->thread, NULL, proxy_main, x), 0);
+}
+
+static void proxy_stop(struct proxy *x)
+{
+	__atomic_store_n(&x->stop, true, __ATOMIC_RELEASE);
+	pthread_join(x->thread, NULL);
+	close(x->lfd);
+}
+
+/* The node behind the proxy connects (each of its connections gets a
+ * 20 KiB INFO first), and its subscription gets every numbered message,
+ * in order, with a 20 KiB INFO before every 20th; the own reader's
+ * connection was made once. */
+static void test_long_info(void **state)
+{
+	struct ao_node_stats st;
+	struct ao_node_config c;
+	struct ao_node *a, *b;
+	struct proxy *x;
+	struct ao_sub *sub;
+	struct rx *r;
+	struct fx f;
+	int infos;
+	long i;
+
+	(void)state;
+	SKIP_IF_NO_BUS();
+	fx_init(&f);
+	x = calloc(1, sizeof(*x));
+	r = calloc(1, sizeof(*r));
+	assert_non_null(x);
+	assert_non_null(r);
+	proxy_start(x, natsd.port);
+	ao_strand_init(&r->strand, f.ex);
+	r->pool = f.pool;
+	node_cfg(&c, &f, "la", x->url);
+	c.connect_ms = 5000;
+	assert_int_equal(ao_node_create(&c, &a), 0);
+	assert_int_equal(ao_node_start(a), 0);
+	b = node_up(&f, "lb");
+	assert_int_equal(ao_node_subscribe(a, "t.long", NULL, &r->strand,
+					   rx_handler, r, &sub),
+			 0);
+	probe_until_seen(b, "t.long", &r->probes);
+	for (i = 0; i < 200; i++) {
+		long seq = i;
+
+		assert_int_equal(
+			ao_node_publish(b, "t.long", &seq, sizeof(seq)), 0);
+		if (i % 50 == 49)
+			t_sleep_ns(5000000);
+	}
+	WAIT_UNTIL(__atomic_load_n(&r->got, __ATOMIC_ACQUIRE) == 200, 20000);
+	assert_int_equal(__atomic_load_n(&r->bad, __ATOMIC_RELAXED), 0);
+	/* cnats' connection, and the own reader's. */
+	assert_int_equal(__atomic_load_n(&x->padded, __ATOMIC_RELAXED),
+			 direct ? 2 : 1);
+	infos = __atomic_load_n(&x->direct_infos, __ATOMIC_ACQUIRE);
+	assert_true(direct ? infos >= 200 / INFO_EVERY : infos == 0);
+	ao_node_stats(a, &st);
+	assert_int_equal(st.direct_connects, direct ? 1 : 0);
+	assert_int_equal(st.reconnects, 0);
+	assert_int_equal(ao_sub_close(sub), 0);
+	assert_int_equal(ao_exec_drain(f.ex), 0);
+	for (i = 0; i < r->nkept; i++)
+		ao_buf_put(r->kept[i]);
+	assert_int_equal(ao_strand_destroy(&r->strand), 0);
+	node_down(a);
+	node_down(b);
+	proxy_stop(x);
+	free(x);
+	free(r);
+	fx_fini(&f);
+}
+
 static void test_refusals(void **state)
 {
 	struct fx f;
@@ -1398,6 +1740,7 @@ int main(void)
 		cmocka_unit_test(test_server_hang),
 		cmocka_unit_test(test_big_and_creds),
 		cmocka_unit_test(test_sub_then_publish),
+		cmocka_unit_test(test_long_info),
 	};
 
 	int failed;
