@@ -20,6 +20,16 @@
  * the fullest shard seen (sampled every millisecond) as a multiple of its
  * fair share, count / shards.
  *
+ * Where the kernel puts the four threads of a 4-thread prodcons cell on
+ * two CPUs decides its figure more than the allocator does: a producer
+ * and its consumer on one CPU hand a ring of 64 over per sched_yield(),
+ * with no line crossing CPUs; on two CPUs every item's lines cross.  So
+ * the unpinned cells print how much each producer and its consumer ran
+ * on the same CPU (together: 1 always, 0 never, sampled every 1024 items),
+ * and prodcons-paired and prodcons-crossed pin every thread (pair i's
+ * producer on CPU i, its consumer on CPU i or i + 1), so that every
+ * implementation is measured in the same placement.
+ *
  * server-rx, server-tx: the game server's shape, three threads.  rx: one
  * ring thread gets buffers (receives) and hands them in turn to two
  * workers, which put them; tx: the two workers get buffers (snapshots)
@@ -60,6 +70,11 @@ static size_t opt_size = 2048;
 static uint32_t opt_count = 4096;
 static long opt_pairs = -1;
 static const char *opt_impl = "pool-16";
+
+static double ratio(double a, double b)
+{
+	return b > 0 ? a / b : 0;
+}
 
 /* Keep the compiler from seeing through malloc/free or the buffer. */
 #define escape(p) __asm__ __volatile__("" : : "r"(p) : "memory")
@@ -170,14 +185,26 @@ struct worker {
 	int nrings;
 	uint64_t ops;
 	uint64_t nulls;
+	uint64_t samples, on[2]; /* CPU samples; on CPU 0, on another */
 } __ao_cacheline_aligned;
 
 static void wait_go(struct worker *w)
 {
+	if (w->cpu >= 0 && bench_pin(w->cpu))
+		fprintf(stderr, "poolbench: cannot pin to CPU %d\n", w->cpu);
 	__atomic_fetch_add(&w->ctl->ready, 1, __ATOMIC_RELAXED);
 	/* Acquire: pairs with the release store of go in start(). */
 	while (!__atomic_load_n(&w->ctl->go, __ATOMIC_ACQUIRE))
 		sched_yield();
+}
+
+/* Every 1024 items: which CPU the thread is on (for together). */
+static inline void sample_cpu(struct worker *w, uint64_t n)
+{
+	if (!(n & 1023)) {
+		w->samples++;
+		w->on[sched_getcpu() != 0]++;
+	}
 }
 
 static inline bool stopped(struct worker *w)
@@ -279,6 +306,7 @@ static void *producer(void *arg)
 		__atomic_store_n(&r->head, ++head[k], __ATOMIC_RELEASE);
 		k = (k + 1) % w->nrings;
 		n++;
+		sample_cpu(w, n);
 	}
 	w->ops = n;
 	/* Release: pairs with the consumer's acquire of producers_left. */
@@ -319,6 +347,7 @@ static void *consumer(void *arg)
 			 * the producer's acquire of tail. */
 			__atomic_store_n(&r->tail, ++tail[k], __ATOMIC_RELEASE);
 			n++;
+			sample_cpu(w, n);
 			got = true;
 		}
 		if (got)
@@ -361,6 +390,7 @@ struct cell {
 	double steals_k; /* steals per 1000 items */
 	double spills_k;
 	double max_fill; /* fullest shard seen / fair share */
+	double together; /* prodcons: producer and consumer on one CPU */
 	struct ao_spin_stats st;
 	uint64_t nulls;
 };
@@ -396,7 +426,14 @@ enum shape {
 	S_PRODCONS, /* T/2 producer -> consumer pairs */
 	S_RX, /* one ring thread gets, two workers put */
 	S_TX, /* two workers get, one ring thread puts */
+	S_PAIRED, /* prodcons, each pair pinned to one CPU */
+	S_CROSSED, /* prodcons, each producer and consumer on two CPUs */
 };
+
+static bool is_prodcons(enum shape shape)
+{
+	return shape == S_PRODCONS || shape == S_PAIRED || shape == S_CROSSED;
+}
 
 static void run_cell(int kind, int threads, enum shape shape, double seconds,
 		     struct cell *c)
@@ -410,7 +447,7 @@ static void run_cell(int kind, int threads, enum shape shape, double seconds,
 	double fill;
 
 	bool prodcons = shape != S_PAIRS;
-	int nrings = shape == S_PRODCONS ? threads / 2 : 2;
+	int nrings = is_prodcons(shape) ? threads / 2 : 2;
 
 	memset(c, 0, sizeof(*c));
 	if (kind != I_MALLOC)
@@ -428,11 +465,17 @@ static void run_cell(int kind, int threads, enum shape shape, double seconds,
 		w[i].ctl = &ctl;
 		w[i].kind = kind;
 		w[i].pool = pool;
+		w[i].cpu = -1;
 		fn[i] = pair_worker;
-		if (shape == S_PRODCONS) {
+		if (is_prodcons(shape)) {
 			w[i].rings[0] = &rings[i / 2];
 			w[i].nrings = 1;
 			fn[i] = i % 2 ? consumer : producer;
+			/* Pair p: the producer on CPU p, its consumer on
+			 * the same CPU or the next (bench_pin wraps). */
+			if (shape != S_PRODCONS)
+				w[i].cpu =
+					i / 2 + (shape == S_CROSSED && i % 2);
 		} else if (prodcons) {
 			/* Thread 0 is the ring thread, 1 and 2 the workers. */
 			bool ring_thread = i == 0;
@@ -457,6 +500,20 @@ static void run_cell(int kind, int threads, enum shape shape, double seconds,
 		c->nulls += w[i].nulls;
 	}
 	c->ops_per_s = (double)ops * 1e9 / (double)t0;
+	if (is_prodcons(shape)) {
+		/* Each pair: 1 - |producer's share on CPU 0 - consumer's|. */
+		double sum = 0;
+
+		for (int i = 0; i + 1 < threads; i += 2) {
+			double p =
+				ratio((double)w[i].on[0], (double)w[i].samples);
+			double q = ratio((double)w[i + 1].on[0],
+					 (double)w[i + 1].samples);
+
+			sum += 1 - (p > q ? p - q : q - p);
+		}
+		c->together = sum / (threads / 2);
+	}
 	if (pool) {
 		struct ao_bufpool_stats st;
 
@@ -521,13 +578,20 @@ static const char extra_usage[] =
 /* ---- output ---- */
 
 #define MAXT 8
-#define NSHAPES 4
+#define NSHAPES 6
 
 static const char *const shape_names[NSHAPES] = {
 	[S_PAIRS] = "pairs",
 	[S_PRODCONS] = "prodcons",
 	[S_RX] = "server-rx",
 	[S_TX] = "server-tx",
+	[S_PAIRED] = "prodcons-paired",
+	[S_CROSSED] = "prodcons-crossed",
+};
+
+/* The order of the sections: the placements next to the unpinned cells. */
+static const enum shape shape_order[NSHAPES] = {
+	S_PAIRS, S_PRODCONS, S_PAIRED, S_CROSSED, S_RX, S_TX,
 };
 
 /* Per shape and thread-count index: medians, and medians of the ratios
@@ -537,11 +601,6 @@ static struct cell res[NSHAPES][MAXT][I_NR];
 static bool res_ok[NSHAPES][MAXT][I_NR];
 static double r_pool1[NSHAPES][MAXT], r_malloc[NSHAPES][MAXT];
 static double lo_malloc[NSHAPES][MAXT], hi_malloc[NSHAPES][MAXT];
-
-static double ratio(double a, double b)
-{
-	return b > 0 ? a / b : 0;
-}
 
 static void cell_median(struct cell *runs, int n, struct cell *out)
 {
@@ -558,6 +617,7 @@ static void cell_median(struct cell *runs, int n, struct cell *out)
 	MED(steals_k);
 	MED(spills_k);
 	MED(max_fill);
+	MED(together);
 #undef MED
 	memset(&out->st, 0, sizeof(out->st));
 	out->nulls = 0;
@@ -613,6 +673,10 @@ static void run_section(const struct bench_opts *o, enum shape sh)
 			 "workers put\n",
 		[S_TX] = "\nserver-tx: two workers get (snapshots), one ring "
 			 "thread puts (send done)\n",
+		[S_PAIRED] = "\nprodcons-paired: the same, pair i pinned to "
+			     "CPU i (producer and consumer on one CPU)\n",
+		[S_CROSSED] = "\nprodcons-crossed: the same, pair i's producer "
+			      "pinned to CPU i, its consumer to CPU i + 1\n",
 	};
 	char name[96];
 
@@ -620,14 +684,15 @@ static void run_section(const struct bench_opts *o, enum shape sh)
 		printf("%s", heads[sh]);
 		if (sh != S_PAIRS)
 			printf("thr impl            Mitems/s  vs-1shard  "
-			       "vs-malloc  steals/k  spills/k  max-fill  lock "
-			       "fast/p1/p2/p3 %%\n");
+			       "vs-malloc %s steals/k  spills/k  max-fill  lock "
+			       "fast/p1/p2/p3 %%\n",
+			       is_prodcons(sh) ? " together " : "");
 	}
 	for (int ti = 0; ti < opt_nthreads; ti++) {
 		int t = opt_threads[ti];
 		struct cell runs[I_NR][64];
 
-		if (sh == S_PRODCONS && (t < 2 || t % 2))
+		if (is_prodcons(sh) && (t < 2 || t % 2))
 			continue;
 		if ((sh == S_RX || sh == S_TX) && ti)
 			continue; /* three threads, once */
@@ -681,6 +746,8 @@ static void run_section(const struct bench_opts *o, enum shape sh)
 				bench_json_num("vs_malloc",
 					       ratio(c->ops_per_s,
 						     m->ops_per_s));
+				if (is_prodcons(sh))
+					bench_json_num("together", c->together);
 				if (i != I_MALLOC) {
 					if (sh != S_PAIRS) {
 						bench_json_num("steals_per_k",
@@ -699,6 +766,8 @@ static void run_section(const struct bench_opts *o, enum shape sh)
 			       impl_names[i], c->ops_per_s / 1e6,
 			       ratio(c->ops_per_s, p1->ops_per_s),
 			       ratio(c->ops_per_s, m->ops_per_s));
+			if (is_prodcons(sh))
+				printf(" %9.2f", c->together);
 			if (i != I_MALLOC && sh != S_PAIRS)
 				printf(" %9.1f %9.1f %8.1fx ", c->steals_k,
 				       c->spills_k, c->max_fill);
@@ -721,9 +790,11 @@ static void print_targets(const struct bench_opts *o)
 		printf("\nTargets, within this run (pool-16: the default pool, "
 		       "16 shards and thread caches; ratios are medians of "
 		       "per-run ratios, [lowest-highest]):\n");
-	for (int sh = 0; sh < NSHAPES; sh++) {
+	for (int k = 0; k < NSHAPES; k++) {
+		enum shape sh = shape_order[k];
+
 		for (int ti = 0; ti < opt_nthreads; ti++) {
-			int t = sh >= S_RX ? 3 : opt_threads[ti];
+			int t = sh == S_RX || sh == S_TX ? 3 : opt_threads[ti];
 			const struct cell *p16 = &res[sh][ti][I_NOCACHE16];
 			double fp1 = share(&p16->st, 0) + share(&p16->st, 1);
 			bool vs_m = res_ok[sh][ti][I_POOL16] &&
@@ -824,8 +895,8 @@ int main(int argc, char **argv)
 		       opt_count, o.seconds, o.runs, o.runs > 1 ? "s" : "",
 		       la[0]);
 	}
-	for (int sh = 0; sh < NSHAPES; sh++)
-		run_section(&o, (enum shape)sh);
+	for (int k = 0; k < NSHAPES; k++)
+		run_section(&o, shape_order[k]);
 	print_targets(&o);
 	return 0;
 }
