@@ -82,9 +82,12 @@ struct shared {
 	union any_lock lock __ao_cacheline_aligned;
 	uint64_t counter __ao_cacheline_aligned;
 	uint64_t checksum;
+	/* Each on a line of its own (the attribute on the element type:
+	 * on the array it aligned only the first, and the seven shared one
+	 * line). */
 	struct {
 		uint64_t v;
-	} line[SHORT_LINES - 1] __ao_cacheline_aligned;
+	} __ao_cacheline_aligned line[SHORT_LINES - 1];
 };
 
 static void lock_init(int kind, union any_lock *l)
