@@ -12,6 +12,8 @@
  * counted), requests failing at once, and the reconnect after a restart;
  * INFO lines far longer than 4 KiB, in the handshake and between messages
  * (a proxy in between adds them).  Skipped, and saying so, without cnats (-ENOSYS) or nats-server.
+ * A test that fails leaves nothing up for the next: its teardown ends
+ * what it started (struct left).
  */
 #include <errno.h>
 #include <poll.h>
@@ -44,19 +46,74 @@ struct fx {
 	struct ao_bufpool *pool;
 };
 
+/*
+ * What the running test has up, for its teardown.  A test that fails
+ * jumps out of itself (CMocka's longjmp) past its own clean-up: its nodes
+ * would stay on the bus, the next tests would count them as peers, and
+ * their handlers and threads would run on into memory that is gone.  The
+ * helpers that start something note it here and those that end it forget
+ * it; reclaim(), every test's teardown, ends whatever is still noted (a
+ * test that passed has ended everything itself).  Only the test's own
+ * thread touches it.
+ */
+#define LEFT_MAX 8
+
+struct proxy;
+
+struct left_thread {
+	pthread_t thread;
+	int *stop; /* set to 1 before the join, or NULL */
+	bool on;
+};
+
+static struct left {
+	struct fx fx; /* from fx_init() to fx_fini() */
+	void *nodes[LEFT_MAX]; /* struct ao_node */
+	void *subs[LEFT_MAX]; /* struct ao_sub */
+	void *kvs[LEFT_MAX]; /* struct ao_kv */
+	struct left_thread threads[LEFT_MAX];
+	struct proxy *proxy;
+	struct natsd *natsd; /* a server of the test's own */
+} left;
+
+static void left_note(void **v, void *p)
+{
+	int i;
+
+	for (i = 0; i < LEFT_MAX; i++) {
+		if (!v[i]) {
+			v[i] = p;
+			return;
+		}
+	}
+	fail_msg("more than %d at once: raise LEFT_MAX", LEFT_MAX);
+}
+
+static void left_forget(void **v, void *p)
+{
+	int i;
+
+	for (i = 0; i < LEFT_MAX; i++)
+		if (v[i] == p)
+			v[i] = NULL;
+}
+
 static void fx_init(struct fx *f)
 {
 	struct ao_timers_config tc = AO_TIMERS_CONFIG_INIT;
 	struct ao_bufpool_params bp = { .buf_size = 2048, .count = 4096 };
+	struct fx *l = &left.fx;
 
-	f->ex = t_exec_create(AO_EXEC_SHARED, 2, 0, AO_EXEC_BLOCK);
-	tc.exec = f->ex;
-	assert_int_equal(ao_timers_create(&tc, &f->ts), 0);
-	assert_int_equal(ao_bufpool_create(&f->pool, &bp), 0);
+	l->ex = t_exec_create(AO_EXEC_SHARED, 2, 0, AO_EXEC_BLOCK);
+	tc.exec = l->ex;
+	assert_int_equal(ao_timers_create(&tc, &l->ts), 0);
+	assert_int_equal(ao_bufpool_create(&l->pool, &bp), 0);
+	*f = *l;
 }
 
 static void fx_fini(struct fx *f)
 {
+	memset(&left.fx, 0, sizeof(left.fx));
 	assert_int_equal(ao_exec_drain(f->ex), 0);
 	assert_int_equal(ao_timers_destroy(f->ts, NULL), 0);
 	assert_int_equal(ao_exec_destroy(f->ex), 0);
@@ -74,21 +131,106 @@ static void node_cfg(struct ao_node_config *c, struct fx *f, const char *name,
 	c->direct = direct;
 }
 
+static struct ao_node *node_create(const struct ao_node_config *c)
+{
+	struct ao_node *n;
+
+	assert_int_equal(ao_node_create(c, &n), 0);
+	left_note(left.nodes, n);
+	return n;
+}
+
 static struct ao_node *node_up(struct fx *f, const char *name)
 {
 	struct ao_node_config c;
 	struct ao_node *n;
 
 	node_cfg(&c, f, name, natsd.url);
-	assert_int_equal(ao_node_create(&c, &n), 0);
+	n = node_create(&c);
 	assert_int_equal(ao_node_start(n), 0);
 	return n;
+}
+
+static void node_destroy(struct ao_node *n)
+{
+	assert_int_equal(ao_node_destroy(n), 0);
+	left_forget(left.nodes, n);
 }
 
 static void node_down(struct ao_node *n)
 {
 	assert_int_equal(ao_node_stop(n), 0);
-	assert_int_equal(ao_node_destroy(n), 0);
+	node_destroy(n);
+}
+
+static int node_subscribe(struct ao_node *n, const char *subject,
+			  const char *queue, struct ao_strand *s,
+			  ao_msg_fn handler, void *arg, struct ao_sub **out)
+{
+	int err = ao_node_subscribe(n, subject, queue, s, handler, arg, out);
+
+	if (!err)
+		left_note(left.subs, *out);
+	return err;
+}
+
+static int sub_close(struct ao_sub *sub)
+{
+	left_forget(left.subs, sub);
+	return ao_sub_close(sub);
+}
+
+static int kv_open(struct ao_node *n, const char *bucket, bool create,
+		   struct ao_kv **out)
+{
+	int err = ao_kv_open(n, bucket, create, out);
+
+	if (!err)
+		left_note(left.kvs, *out);
+	return err;
+}
+
+static void kv_close(struct ao_kv *kv)
+{
+	left_forget(left.kvs, kv);
+	ao_kv_close(kv);
+}
+
+/* A thread of the test's; stop (or NULL) tells it to end. */
+static void thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
+			 int *stop)
+{
+	int i;
+
+	for (i = 0; i < LEFT_MAX && left.threads[i].on; i++)
+		;
+	assert_true(i < LEFT_MAX);
+	assert_int_equal(pthread_create(t, NULL, fn, arg), 0);
+	left.threads[i] = (struct left_thread){ *t, stop, true };
+}
+
+static void thread_join(pthread_t t)
+{
+	int i;
+
+	for (i = 0; i < LEFT_MAX; i++)
+		if (left.threads[i].on &&
+		    pthread_equal(left.threads[i].thread, t))
+			left.threads[i].on = false;
+	pthread_join(t, NULL);
+}
+
+/* A nats-server of the test's own (static: reclaim() may stop it). */
+static void own_natsd_start(struct natsd *d)
+{
+	left.natsd = d;
+	assert_int_equal(natsd_start(d), 0);
+}
+
+static void own_natsd_stop(struct natsd *d)
+{
+	left.natsd = NULL;
+	natsd_stop(d);
 }
 
 #define SKIP_IF_NO_BUS()        \
@@ -176,8 +318,8 @@ static void test_pubsub_order(void **state)
 	assert_string_equal(ao_node_name(a), "a");
 	assert_true(ao_node_epoch(a) != 0);
 	assert_true(ao_node_epoch(a) != ao_node_epoch(b));
-	assert_int_equal(ao_node_subscribe(b, "t.order", NULL, &r->strand,
-					   rx_handler, r, &sub),
+	assert_int_equal(node_subscribe(b, "t.order", NULL, &r->strand,
+					rx_handler, r, &sub),
 			 0);
 	probe_until_seen(a, "t.order", &r->probes);
 	for (i = 0; i < n; i++) {
@@ -200,7 +342,7 @@ static void test_pubsub_order(void **state)
 	}
 	WAIT_UNTIL(__atomic_load_n(&r->got, __ATOMIC_ACQUIRE) == n, 20000);
 	assert_int_equal(__atomic_load_n(&r->bad, __ATOMIC_RELAXED), 0);
-	assert_int_equal(ao_sub_close(sub), 0);
+	assert_int_equal(sub_close(sub), 0);
 	assert_int_equal(ao_exec_drain(f.ex), 0);
 	/* The buffers kept by reference are intact and the pool's. */
 	assert_true(r->nkept > 0);
@@ -254,11 +396,11 @@ static void test_queue_group(void **state)
 	a = node_up(&f, "qa");
 	b = node_up(&f, "qb");
 	c = node_up(&f, "qc");
-	assert_int_equal(ao_node_subscribe(b, "t.q", "workers", NULL, q_handler,
-					   &qb, &sb),
+	assert_int_equal(node_subscribe(b, "t.q", "workers", NULL, q_handler,
+					&qb, &sb),
 			 0);
-	assert_int_equal(ao_node_subscribe(c, "t.q", "workers", NULL, q_handler,
-					   &qc, &sc),
+	assert_int_equal(node_subscribe(c, "t.q", "workers", NULL, q_handler,
+					&qc, &sc),
 			 0);
 	/* Probes go to one member each: wait until both have one. */
 	for (i = 0;
@@ -274,8 +416,8 @@ static void test_queue_group(void **state)
 				   __atomic_load_n(&qc.got, __ATOMIC_ACQUIRE) ==
 			   n,
 		   20000);
-	assert_int_equal(ao_sub_close(sb), 0);
-	assert_int_equal(ao_sub_close(sc), 0);
+	assert_int_equal(sub_close(sb), 0);
+	assert_int_equal(sub_close(sc), 0);
 	node_down(a);
 	node_down(b);
 	node_down(c);
@@ -345,8 +487,8 @@ static void test_request_reply(void **state)
 	a = node_up(&f, "ra");
 	b = node_up(&f, "rb");
 	rs.node = b;
-	assert_int_equal(ao_node_subscribe(b, "svc.echo", NULL, NULL,
-					   echo_handler, &rs, &sub),
+	assert_int_equal(node_subscribe(b, "svc.echo", NULL, NULL, echo_handler,
+					&rs, &sub),
 			 0);
 	probe_until_seen(a, "svc.echo", &rs.probes);
 	w = calloc((size_t)n, sizeof(*w));
@@ -380,7 +522,7 @@ static void test_request_reply(void **state)
 	ao_node_stats(a, &st);
 	assert_int_equal(st.requests, (uint64_t)n);
 	assert_int_equal(st.replies, (uint64_t)n);
-	assert_int_equal(ao_sub_close(sub), 0);
+	assert_int_equal(sub_close(sub), 0);
 	node_down(a);
 	node_down(b);
 	free(w);
@@ -402,8 +544,8 @@ static void test_request_timeout(void **state)
 	a = node_up(&f, "ta");
 	b = node_up(&f, "tb");
 	rs.node = b;
-	assert_int_equal(ao_node_subscribe(b, "svc.silent", NULL, NULL,
-					   echo_handler, &rs, &sub),
+	assert_int_equal(node_subscribe(b, "svc.silent", NULL, NULL,
+					echo_handler, &rs, &sub),
 			 0);
 	probe_until_seen(a, "svc.silent", &rs.probes);
 	ao_strand_init(&w.strand, f.ex);
@@ -417,7 +559,7 @@ static void test_request_timeout(void **state)
 	assert_int_equal(w.done, 1);
 	ao_node_stats(a, &st);
 	assert_int_equal(st.timeouts, 1);
-	assert_int_equal(ao_sub_close(sub), 0);
+	assert_int_equal(sub_close(sub), 0);
 	assert_int_equal(ao_strand_destroy(&w.strand), 0);
 	node_down(a);
 	node_down(b);
@@ -597,39 +739,37 @@ static void test_many_threads(void **state)
 	m->b = node_up(&f, "mtb");
 	rs.node = m->b;
 	ao_strand_init(&m->strand, f.ex);
-	assert_int_equal(ao_node_subscribe(m->b, "t.mt", NULL, &m->strand,
-					   mt_rx, m, &sub),
+	assert_int_equal(node_subscribe(m->b, "t.mt", NULL, &m->strand, mt_rx,
+					m, &sub),
 			 0);
-	assert_int_equal(ao_node_subscribe(m->b, "svc.mt", NULL, NULL,
-					   echo_handler, &rs, &esub),
+	assert_int_equal(node_subscribe(m->b, "svc.mt", NULL, NULL,
+					echo_handler, &rs, &esub),
 			 0);
 	probe_until_seen(m->a, "t.mt", &m->probes);
 	probe_until_seen(m->a, "svc.mt", &rs.probes);
-	assert_int_equal(pthread_create(&ct, NULL, mt_churn, m), 0);
+	thread_start(&ct, mt_churn, m, &m->stop);
 	for (i = 0; i < MT_PUBS; i++) {
 		pa[i] = (struct mt_arg){ .m = m, .id = i };
-		assert_int_equal(pthread_create(&pt[i], NULL, mt_pub, &pa[i]),
-				 0);
+		thread_start(&pt[i], mt_pub, &pa[i], NULL);
 	}
 	for (i = 0; i < MT_REQS; i++) {
 		ra[i] = (struct mt_arg){ .m = m, .id = i };
-		assert_int_equal(pthread_create(&rt[i], NULL, mt_req, &ra[i]),
-				 0);
+		thread_start(&rt[i], mt_req, &ra[i], NULL);
 	}
 	for (i = 0; i < MT_PUBS; i++)
-		pthread_join(pt[i], NULL);
+		thread_join(pt[i]);
 	for (i = 0; i < MT_REQS; i++)
-		pthread_join(rt[i], NULL);
+		thread_join(rt[i]);
 	WAIT_UNTIL(__atomic_load_n(&m->got, __ATOMIC_ACQUIRE) ==
 			   m->per * MT_PUBS,
 		   60000);
 	__atomic_store_n(&m->stop, 1, __ATOMIC_RELEASE);
-	pthread_join(ct, NULL);
+	thread_join(ct);
 	assert_int_equal(__atomic_load_n(&m->bad, __ATOMIC_RELAXED), 0);
 	assert_int_equal(__atomic_load_n(&m->req_bad, __ATOMIC_RELAXED), 0);
 	assert_true(__atomic_load_n(&m->churned, __ATOMIC_RELAXED) > 0);
-	assert_int_equal(ao_sub_close(sub), 0);
-	assert_int_equal(ao_sub_close(esub), 0);
+	assert_int_equal(sub_close(sub), 0);
+	assert_int_equal(sub_close(esub), 0);
 	assert_int_equal(ao_exec_drain(f.ex), 0);
 	node_down(m->a);
 	node_down(m->b);
@@ -699,7 +839,7 @@ static void test_peers_up_and_dead(void **state)
 		c.on_peer = on_peer;
 		c.on_bus = on_bus;
 		c.arg = &log[i];
-		assert_int_equal(ao_node_create(&c, &n[i]), 0);
+		n[i] = node_create(&c);
 		ao_node_set_load(n[i], 10 + (uint64_t)i);
 		assert_int_equal(ao_node_start(n[i]), 0);
 	}
@@ -833,9 +973,9 @@ static void test_kv_cas_race(void **state)
 	fx_init(&f);
 	a = node_up(&f, "ka");
 	b = node_up(&f, "kb");
-	assert_int_equal(ao_kv_open(a, "AO_TEST_MISSING", false, &ka), -ENOENT);
-	assert_int_equal(ao_kv_open(a, "AO_TEST", true, &ka), 0);
-	assert_int_equal(ao_kv_open(b, "AO_TEST", false, &kb), 0);
+	assert_int_equal(kv_open(a, "AO_TEST_MISSING", false, &ka), -ENOENT);
+	assert_int_equal(kv_open(a, "AO_TEST", true, &ka), 0);
+	assert_int_equal(kv_open(b, "AO_TEST", false, &kb), 0);
 
 	/* Create-if-absent, raced: one winner. */
 	pthread_barrier_init(&bar, NULL, RACERS);
@@ -843,11 +983,10 @@ static void test_kv_cas_race(void **state)
 		c[i] = (struct creator){ .kv = i % 2 ? kb : ka,
 					 .bar = &bar,
 					 .id = i };
-		assert_int_equal(
-			pthread_create(&th[i], NULL, creator_main, &c[i]), 0);
+		thread_start(&th[i], creator_main, &c[i], NULL);
 	}
 	for (won = 0, i = 0; i < RACERS; i++) {
-		pthread_join(th[i], NULL);
+		thread_join(th[i]);
 		won += c[i].won;
 		assert_int_equal(c[i].other, 0);
 	}
@@ -870,11 +1009,10 @@ static void test_kv_cas_race(void **state)
 				       .rounds = rounds,
 				       .revs = revs,
 				       .wins = wins };
-		assert_int_equal(
-			pthread_create(&th[i], NULL, racer_main, &r[i]), 0);
+		thread_start(&th[i], racer_main, &r[i], NULL);
 	}
 	for (i = 0; i < RACERS; i++) {
-		pthread_join(th[i], NULL);
+		thread_join(th[i]);
 		assert_int_equal(r[i].other, 0);
 	}
 	for (i = 0; i < rounds; i++)
@@ -923,8 +1061,8 @@ static void test_kv_cas_race(void **state)
 	assert_true(st.kv_conflicts > 0);
 
 	assert_int_equal(ao_kv_destroy_bucket(ka), 0);
-	ao_kv_close(ka);
-	ao_kv_close(kb);
+	kv_close(ka);
+	kv_close(kb);
 	free(revs);
 	free(wins);
 	node_down(a);
@@ -993,7 +1131,7 @@ static void test_kv_async(void **state)
 	SKIP_IF_NO_BUS();
 	fx_init(&f);
 	a = node_up(&f, "kasync");
-	assert_int_equal(ao_kv_open(a, "AO_ASYNC", true, &kv), 0);
+	assert_int_equal(kv_open(a, "AO_ASYNC", true, &kv), 0);
 	ao_strand_init(&w.strand, f.ex);
 	KV_WAIT(&w, ao_kv_create(kv, "p.1", "n1", 2, &w.strand, on_kv, &w));
 	assert_int_equal(w.err, 0);
@@ -1026,7 +1164,7 @@ static void test_kv_async(void **state)
 			 -EINVAL);
 	assert_int_equal(ao_kv_get(kv, "p.1", NULL, NULL, &w), -EINVAL);
 	assert_int_equal(ao_kv_destroy_bucket(kv), 0);
-	ao_kv_close(kv);
+	kv_close(kv);
 	assert_int_equal(ao_exec_drain(f.ex), 0);
 	assert_int_equal(ao_strand_destroy(&w.strand), 0);
 	node_down(a);
@@ -1040,7 +1178,7 @@ static void test_kv_async(void **state)
 static void test_server_restart(void **state)
 {
 	struct fx f;
-	struct natsd d;
+	static struct natsd d;
 	struct ao_node_config c;
 	struct ao_node *a, *b;
 	struct ao_sub *sub;
@@ -1055,7 +1193,7 @@ static void test_server_restart(void **state)
 
 	(void)state;
 	SKIP_IF_NO_BUS();
-	assert_int_equal(natsd_start(&d), 0);
+	own_natsd_start(&d);
 	fx_init(&f);
 	r = calloc(1, sizeof(*r));
 	assert_non_null(r);
@@ -1066,15 +1204,15 @@ static void test_server_restart(void **state)
 	c.arg = &log;
 	c.pub_buffer = 256 * 1024;
 	c.reconnect_ms = 100;
-	assert_int_equal(ao_node_create(&c, &a), 0);
+	a = node_create(&c);
 	assert_int_equal(ao_node_start(a), 0);
 	node_cfg(&c, &f, "rb", d.url);
 	c.reconnect_ms = 100;
-	assert_int_equal(ao_node_create(&c, &b), 0);
+	b = node_create(&c);
 	assert_int_equal(ao_node_start(b), 0);
-	assert_int_equal(ao_kv_open(a, "AO_GONE", true, &kv), 0);
-	assert_int_equal(ao_node_subscribe(b, "t.restart", NULL, &r->strand,
-					   rx_handler, r, &sub),
+	assert_int_equal(kv_open(a, "AO_GONE", true, &kv), 0);
+	assert_int_equal(node_subscribe(b, "t.restart", NULL, &r->strand,
+					rx_handler, r, &sub),
 			 0);
 	probe_until_seen(a, "t.restart", &r->probes);
 
@@ -1132,8 +1270,8 @@ static void test_server_restart(void **state)
 	ao_node_stats(b, &st);
 	assert_int_equal(st.direct_connects, direct ? 2 : 0);
 
-	assert_int_equal(ao_sub_close(sub), 0);
-	ao_kv_close(kv);
+	assert_int_equal(sub_close(sub), 0);
+	kv_close(kv);
 	assert_int_equal(ao_exec_drain(f.ex), 0);
 	for (i = 0; i < r->nkept; i++)
 		ao_buf_put(r->kept[i]);
@@ -1143,7 +1281,7 @@ static void test_server_restart(void **state)
 	node_down(b);
 	free(r);
 	fx_fini(&f);
-	natsd_stop(&d);
+	own_natsd_stop(&d);
 }
 
 /* The server hangs (SIGSTOP): only the pings can tell.  With ping_ms
@@ -1153,7 +1291,7 @@ static void test_server_restart(void **state)
 static void test_server_hang(void **state)
 {
 	struct fx f;
-	struct natsd d;
+	static struct natsd d;
 	struct ao_node_config c;
 	struct ao_node *a;
 	struct peer_log log = { 0 };
@@ -1161,13 +1299,13 @@ static void test_server_hang(void **state)
 
 	(void)state;
 	SKIP_IF_NO_BUS();
-	assert_int_equal(natsd_start(&d), 0);
+	own_natsd_start(&d);
 	fx_init(&f);
 	node_cfg(&c, &f, "hung", d.url);
 	c.on_bus = on_bus;
 	c.arg = &log;
 	c.reconnect_ms = 100;
-	assert_int_equal(ao_node_create(&c, &a), 0);
+	a = node_create(&c);
 	assert_int_equal(ao_node_start(a), 0);
 	WAIT_UNTIL(ao_node_self_fresh(a, 500), 10000);
 	t0 = t_now_ns();
@@ -1186,7 +1324,7 @@ static void test_server_hang(void **state)
 	WAIT_UNTIL(ao_node_self_fresh(a, 500), 10000);
 	node_down(a);
 	fx_fini(&f);
-	natsd_stop(&d);
+	own_natsd_stop(&d);
 }
 
 /* ---------------------------------------------------------------------
@@ -1235,13 +1373,13 @@ static void test_sub_then_publish(void **state)
 	a = node_up(&f, "sa");
 	b = node_up(&f, "sb");
 	k.node = b;
-	assert_int_equal(ao_node_subscribe(b, "t.ask", NULL, NULL, ask_rx, &k,
-					   &ask_sub),
+	assert_int_equal(node_subscribe(b, "t.ask", NULL, NULL, ask_rx, &k,
+					&ask_sub),
 			 0);
 	/* b's interest in t.ask is in: a's answers below are then the only
 	 * thing that can miss. */
-	assert_int_equal(ao_node_subscribe(a, "t.ask.probe", NULL, NULL,
-					   answer_rx, &got, &sub),
+	assert_int_equal(node_subscribe(a, "t.ask.probe", NULL, NULL, answer_rx,
+					&got, &sub),
 			 0);
 	for (i = 0; i < 2000; i++) {
 		assert_int_equal(ao_node_publish(a, "t.ask", "t.ask.probe", 11),
@@ -1251,22 +1389,22 @@ static void test_sub_then_publish(void **state)
 			break;
 	}
 	assert_true(__atomic_load_n(&got, __ATOMIC_ACQUIRE) > 0);
-	assert_int_equal(ao_sub_close(sub), 0);
+	assert_int_equal(sub_close(sub), 0);
 	for (i = 0; i < 200; i++) {
 		__atomic_store_n(&got, 0, __ATOMIC_RELEASE);
 		snprintf(subject, sizeof(subject), "t.ans.%d", i);
-		assert_int_equal(ao_node_subscribe(a, subject, NULL, NULL,
-						   answer_rx, &got, &sub),
+		assert_int_equal(node_subscribe(a, subject, NULL, NULL,
+						answer_rx, &got, &sub),
 				 0);
 		assert_int_equal(ao_node_publish(a, "t.ask", subject,
 						 strlen(subject)),
 				 0);
 		WAIT_UNTIL(__atomic_load_n(&got, __ATOMIC_ACQUIRE) == 1, 5000);
-		assert_int_equal(ao_sub_close(sub), 0);
+		assert_int_equal(sub_close(sub), 0);
 	}
 	ao_node_stats(a, &st);
 	assert_int_equal(st.direct_unsettled, 0);
-	assert_int_equal(ao_sub_close(ask_sub), 0);
+	assert_int_equal(sub_close(ask_sub), 0);
 	assert_int_equal(ao_exec_drain(f.ex), 0);
 	node_down(a);
 	node_down(b);
@@ -1299,11 +1437,11 @@ static void test_big_and_creds(void **state)
 	snprintf(url, sizeof(url), "nats://who:secret@%s",
 		 natsd.url + strlen("nats://"));
 	node_cfg(&c, &f, "ba", url);
-	assert_int_equal(ao_node_create(&c, &a), 0);
+	a = node_create(&c);
 	assert_int_equal(ao_node_start(a), 0);
 	b = node_up(&f, "bb");
-	assert_int_equal(ao_node_subscribe(a, "t.big", NULL, &r->strand,
-					   rx_handler, r, &sub),
+	assert_int_equal(node_subscribe(a, "t.big", NULL, &r->strand,
+					rx_handler, r, &sub),
 			 0);
 	probe_until_seen(b, "t.big", &r->probes);
 	for (i = 0; i < 3; i++) {
@@ -1319,7 +1457,7 @@ static void test_big_and_creds(void **state)
 	ao_node_stats(a, &st);
 	assert_int_equal(st.in_dropped, 3);
 	assert_int_equal(st.direct_connects, direct ? 1 : 0);
-	assert_int_equal(ao_sub_close(sub), 0);
+	assert_int_equal(sub_close(sub), 0);
 	assert_int_equal(ao_exec_drain(f.ex), 0);
 	for (i = 0; i < r->nkept; i++)
 		ao_buf_put(r->kept[i]);
@@ -1595,10 +1733,12 @@ static void proxy_start(struct proxy *x, uint16_t to)
 	x->port = ntohs(sa.sin_port);
 	snprintf(x->url, sizeof(x->url), "nats://127.0.0.1:%u", x->port);
 	assert_int_equal(pthread_create(&x->thread, NULL, proxy_main, x), 0);
+	left.proxy = x;
 }
 
 static void proxy_stop(struct proxy *x)
 {
+	left.proxy = NULL;
 	__atomic_store_n(&x->stop, true, __ATOMIC_RELEASE);
 	pthread_join(x->thread, NULL);
 	close(x->lfd);
@@ -1632,11 +1772,11 @@ static void test_long_info(void **state)
 	r->pool = f.pool;
 	node_cfg(&c, &f, "la", x->url);
 	c.connect_ms = 5000;
-	assert_int_equal(ao_node_create(&c, &a), 0);
+	a = node_create(&c);
 	assert_int_equal(ao_node_start(a), 0);
 	b = node_up(&f, "lb");
-	assert_int_equal(ao_node_subscribe(a, "t.long", NULL, &r->strand,
-					   rx_handler, r, &sub),
+	assert_int_equal(node_subscribe(a, "t.long", NULL, &r->strand,
+					rx_handler, r, &sub),
 			 0);
 	probe_until_seen(b, "t.long", &r->probes);
 	for (i = 0; i < 200; i++) {
@@ -1657,7 +1797,7 @@ static void test_long_info(void **state)
 	ao_node_stats(a, &st);
 	assert_int_equal(st.direct_connects, direct ? 1 : 0);
 	assert_int_equal(st.reconnects, 0);
-	assert_int_equal(ao_sub_close(sub), 0);
+	assert_int_equal(sub_close(sub), 0);
 	assert_int_equal(ao_exec_drain(f.ex), 0);
 	for (i = 0; i < r->nkept; i++)
 		ao_buf_put(r->kept[i]);
@@ -1690,13 +1830,121 @@ static void test_refusals(void **state)
 	/* Nobody listens there. */
 	node_cfg(&c, &f, "x", "nats://127.0.0.1:1");
 	c.connect_ms = 200;
-	assert_int_equal(ao_node_create(&c, &n), 0);
+	n = node_create(&c);
 	assert_int_equal(ao_node_start(n), -ECONNREFUSED);
 	assert_int_equal(ao_node_publish(n, "s", "x", 1), -ENOTCONN);
 	assert_false(ao_node_connected(n));
-	assert_int_equal(ao_node_destroy(n), 0);
+	node_destroy(n);
 	assert_int_equal(ao_node_destroy(NULL), 0);
 	fx_fini(&f);
+}
+
+/* End what the test left (see struct left), in the reverse order of its
+ * start, and say what there was. */
+static void reclaim(void)
+{
+	struct left *l = &left;
+	int i, threads = 0, subs = 0, kvs = 0, nodes = 0;
+	bool proxy = l->proxy != NULL, fx = l->fx.ex != NULL;
+	bool server = l->natsd != NULL;
+
+	/* A server the test stopped (SIGSTOP) answers the nodes' goodbyes. */
+	if (l->natsd && l->natsd->pid > 0)
+		kill(l->natsd->pid, SIGCONT);
+	for (i = 0; i < LEFT_MAX; i++) {
+		if (!l->threads[i].on)
+			continue;
+		if (l->threads[i].stop)
+			__atomic_store_n(l->threads[i].stop, 1,
+					 __ATOMIC_RELEASE);
+		pthread_join(l->threads[i].thread, NULL);
+		l->threads[i].on = false;
+		threads++;
+	}
+	for (i = 0; i < LEFT_MAX; i++) {
+		if (l->subs[i]) {
+			ao_sub_close(l->subs[i]);
+			l->subs[i] = NULL;
+			subs++;
+		}
+	}
+	for (i = 0; i < LEFT_MAX; i++) {
+		if (l->kvs[i]) {
+			ao_kv_close(l->kvs[i]);
+			l->kvs[i] = NULL;
+			kvs++;
+		}
+	}
+	for (i = 0; i < LEFT_MAX; i++) {
+		if (l->nodes[i]) {
+			ao_node_stop(l->nodes[i]);
+			if (ao_node_destroy(l->nodes[i]))
+				print_error("a node left behind is busy\n");
+			l->nodes[i] = NULL;
+			nodes++;
+		}
+	}
+	if (l->proxy) {
+		struct proxy *x = l->proxy;
+
+		proxy_stop(x);
+		free(x);
+	}
+	if (l->fx.ex) {
+		/* The pool says which buffers are still out, if any. */
+		ao_exec_drain(l->fx.ex);
+		ao_timers_destroy(l->fx.ts, NULL);
+		ao_exec_destroy(l->fx.ex);
+		ao_bufpool_destroy(l->fx.pool);
+		memset(&l->fx, 0, sizeof(l->fx));
+	}
+	if (l->natsd)
+		own_natsd_stop(l->natsd);
+	if (threads || subs || kvs || nodes || proxy || fx || server)
+		print_message(
+			"reclaimed what the test left: nodes %d, "
+			"subscriptions %d, KV handles %d, threads %d%s%s%s\n",
+			nodes, subs, kvs, threads, proxy ? ", its proxy" : "",
+			fx ? ", its executor, timers and pool" : "",
+			server ? ", its nats-server" : "");
+}
+
+/*
+ * Where the tests run.  After a failure the test's threads, and the
+ * handlers of its nodes, still use what was on its stack (arguments,
+ * counters, waiters and their strands) until reclaim() has stopped them;
+ * but CMocka's longjmp lands above the test, and its own calls, then the
+ * teardown, use that stack again.  So a test runs below a pad that those
+ * calls stay within, and reclaim() below a pad that spans the test's
+ * frame: that frame is left alone until nothing uses it.
+ */
+#define RUN_PAD (32 * 1024)
+/* Keep an array that nothing writes to in the frame up to here. */
+#define KEEP(pad) __asm__ __volatile__("" : : "r"(pad) : "memory")
+
+struct cluster_test {
+	void (*fn)(void **state);
+};
+
+static void cluster_run(void **state)
+{
+	const struct cluster_test *t = *state;
+	char pad[RUN_PAD];
+
+	KEEP(pad);
+	t->fn(state);
+	KEEP(pad);
+}
+
+static int test_teardown(void **state)
+{
+	char pad[2 * RUN_PAD];
+
+	(void)state;
+	KEEP(pad);
+	reclaim();
+	KEEP(pad);
+	return 0;
 }
 
 static int group_setup(void **state)
@@ -1731,24 +1979,32 @@ static int group_teardown(void **state)
 	return 0;
 }
 
+/* A test, run by cluster_run() with the teardown that ends what it left. */
+#define CLUSTER_TEST(f)                                             \
+	{                                                           \
+		.name = #f, .test_func = cluster_run,               \
+		.teardown_func = test_teardown,                     \
+		.initial_state = &(struct cluster_test){ .fn = f }, \
+	}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_pubsub_order),
-		cmocka_unit_test(test_queue_group),
-		cmocka_unit_test(test_request_reply),
-		cmocka_unit_test(test_request_timeout),
-		cmocka_unit_test(test_no_responders),
-		cmocka_unit_test(test_many_threads),
-		cmocka_unit_test(test_peers_up_and_dead),
-		cmocka_unit_test(test_kv_cas_race),
-		cmocka_unit_test(test_kv_async),
-		cmocka_unit_test(test_server_restart),
-		cmocka_unit_test(test_server_hang),
-		cmocka_unit_test(test_big_and_creds),
-		cmocka_unit_test(test_sub_then_publish),
-		cmocka_unit_test(test_long_info),
+		CLUSTER_TEST(test_refusals),
+		CLUSTER_TEST(test_pubsub_order),
+		CLUSTER_TEST(test_queue_group),
+		CLUSTER_TEST(test_request_reply),
+		CLUSTER_TEST(test_request_timeout),
+		CLUSTER_TEST(test_no_responders),
+		CLUSTER_TEST(test_many_threads),
+		CLUSTER_TEST(test_peers_up_and_dead),
+		CLUSTER_TEST(test_kv_cas_race),
+		CLUSTER_TEST(test_kv_async),
+		CLUSTER_TEST(test_server_restart),
+		CLUSTER_TEST(test_server_hang),
+		CLUSTER_TEST(test_big_and_creds),
+		CLUSTER_TEST(test_sub_then_publish),
+		CLUSTER_TEST(test_long_info),
 	};
 
 	int failed;
