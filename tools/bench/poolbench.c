@@ -185,7 +185,7 @@ struct worker {
 	int nrings;
 	uint64_t ops;
 	uint64_t nulls;
-	uint64_t samples, on[2]; /* CPU samples; on CPU 0, on another */
+	uint64_t samples, on0; /* CPU samples; of them on CPU 0 */
 } __ao_cacheline_aligned;
 
 static void wait_go(struct worker *w)
@@ -203,7 +203,7 @@ static inline void sample_cpu(struct worker *w, uint64_t n)
 {
 	if (!(n & 1023)) {
 		w->samples++;
-		w->on[sched_getcpu() != 0]++;
+		w->on0 += sched_getcpu() == 0;
 	}
 }
 
@@ -506,8 +506,8 @@ static void run_cell(int kind, int threads, enum shape shape, double seconds,
 
 		for (int i = 0; i + 1 < threads; i += 2) {
 			double p =
-				ratio((double)w[i].on[0], (double)w[i].samples);
-			double q = ratio((double)w[i + 1].on[0],
+				ratio((double)w[i].on0, (double)w[i].samples);
+			double q = ratio((double)w[i + 1].on0,
 					 (double)w[i + 1].samples);
 
 			sum += 1 - (p > q ? p - q : q - p);
