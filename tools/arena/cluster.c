@@ -743,9 +743,16 @@ static struct player *ghost_find(struct cluster *c, uint32_t pid)
 	return p;
 }
 
-void cluster_ghost_free(struct player *p)
+/*
+ * Take p itself out of the map: true if it was there, and then the
+ * caller frees it.  False when another took it first: on_in() at its
+ * leave or disconnect, ghost_join() ending its stay (its player joined
+ * elsewhere), each of which pushes that event to p's room, whose tick
+ * frees it.  So a ghost is freed once, and never while one of them may
+ * still push it.
+ */
+static bool ghost_own(struct cluster *c, struct player *p)
 {
-	struct cluster *c = p->a->cl;
 	struct gnode **g, *n = NULL;
 
 	ao_spin_lock(&c->glock);
@@ -756,6 +763,12 @@ void cluster_ghost_free(struct player *p)
 	}
 	ao_spin_unlock(&c->glock);
 	free(n);
+	return n != NULL;
+}
+
+void cluster_ghost_free(struct player *p)
+{
+	ghost_own(p->a->cl, p);
 }
 
 static void ghost_timer(struct ao_timer *t, const struct ao_timer_event *ev)
@@ -1038,17 +1051,6 @@ static void lose_player(struct room *r, struct player *p, bool left,
 	ao_spin_unlock(&p->lock);
 }
 
-/* Does the inbox taken hold an event of p (any: all), or its leave or
- * disconnect (which free a ghost)? */
-static bool ev_of(const struct inbox *w, const struct player *p, bool all)
-{
-	for (uint32_t i = 0; i < w->n; i++)
-		if (w->ev[i].p == p && (all || w->ev[i].kind == EV_LEAVE ||
-					w->ev[i].kind == EV_GONE))
-			return true;
-	return false;
-}
-
 /* A lost room (proxy or own) at its tick: everyone in it told, the inbox
  * drained with the same rule, every tick from now on.  False when there
  * was nothing to do. */
@@ -1056,7 +1058,6 @@ static bool drain_lost(struct croom *cr)
 {
 	struct room *r = cr->r;
 	struct arena *a = r->a;
-	struct pvec later = { 0 };
 	struct inbox w;
 	uint32_t i;
 
@@ -1085,14 +1086,13 @@ static bool drain_lost(struct croom *cr)
 
 			if (p->ghost) {
 				member_remove(r, p);
-				/* Its events below still read it: freed
-				 * after them (or by its leave or disconnect).
-				 * No memory to defer it: kept (a leak, not a
-				 * use after free). */
-				if (!ev_of(&w, p, true))
-					player_free(p);
-				else
-					pvec_add(&later, p);
+				/* Freed after the events below, which may
+				 * still read it (gone has room for every
+				 * member), if this drain takes it out of the
+				 * map; else its leave or disconnect is here
+				 * or on its way, and frees it. */
+				if (ghost_own(cr->c, p))
+					r->gone[r->ngone++] = p;
 			} else {
 				/* A member may have sent its leave: in leaving
 				 * too, and its place goes back once. */
@@ -1116,7 +1116,8 @@ static bool drain_lost(struct croom *cr)
 		case EV_JOIN:
 			if (p->ghost) {
 				lobby_release(a, r);
-				player_free(p);
+				if (ghost_own(cr->c, p))
+					player_free(p);
 			} else {
 				lose_player(r, p, false, true);
 			}
@@ -1141,10 +1142,9 @@ static bool drain_lost(struct croom *cr)
 			break;
 		}
 	}
-	for (i = 0; i < later.n; i++)
-		if (!ev_of(&w, later.p[i], false))
-			player_free(later.p[i]);
-	free(later.p);
+	for (i = 0; i < r->ngone; i++)
+		player_free(r->gone[i]);
+	r->ngone = 0;
 	free(w.ev);
 	__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 	return true;
@@ -1604,11 +1604,13 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 		for (uint32_t i = r->nmembers; i-- > 0;) {
 			struct player *p = r->members[i];
 
+			/* (One another took is ending its stay already:
+			 * its leave or disconnect comes, ghost_own().) */
 			if (p->ghost &&
-			    (all || LOAD(c->dead_idx[p->id >> 24 & 255]))) {
+			    (all || LOAD(c->dead_idx[p->id >> 24 & 255])) &&
+			    ghost_own(c, p)) {
 				/* Its node may be back (a stall): told. */
 				rec_pid(&cr->out, 'X', p->id);
-				ghost_take(c, p->id);
 				member_remove(r, p);
 				player_free(p);
 			}
