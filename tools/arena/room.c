@@ -256,7 +256,7 @@ int room_arm(struct room *r)
 
 /* A new room (under the lobby lock), its tick armed; id 0: the next
  * number.  cluster.c gives its own number and cl, and arms it itself
- * once cl is ready. */
+ * once cl is ready; its rooms are spare ones first (room_spare()). */
 struct room *room_new(struct arena *a, uint32_t id, struct croom *cl)
 {
 	uint32_t idx = a->nrooms;
@@ -270,6 +270,16 @@ struct room *room_new(struct arena *a, uint32_t id, struct croom *cl)
 			return NULL;
 		a->rooms = rooms;
 		a->cap_rooms = cap;
+	}
+	if (cl && a->spare) {
+		r = a->spare;
+		a->spare = r->spare_next;
+		a->nspare--;
+		r->id = id;
+		r->cl = cl;
+		a->rooms[a->nrooms++] = r;
+		ADD(a->st.rooms, 1);
+		return r;
 	}
 	r = calloc(1, sizeof(*r));
 	if (r)
@@ -359,6 +369,48 @@ void lobby_release(struct arena *a, struct room *r)
 	ao_spin_lock(&a->lobby);
 	r->reserved--;
 	ao_spin_unlock(&a->lobby);
+}
+
+/*
+ * cluster.c gives up a lost room that nothing refers to any more (under
+ * the lobby lock, on the room's strand, its tick cancelled, its inbox
+ * empty, none of its places reserved): out of the table, emptied, and
+ * onto the spare list, which room_new() takes from before it allocates.
+ * Its memory is not freed while the arena runs, because of its strand:
+ * a subscription the room had on it is closed, and no handler of it runs
+ * any more, but the bus's reader may still be handing the strand a
+ * message of it (dropped there unread), and nothing tells when it has
+ * let go.  A strand that stays a strand takes that safely, whichever
+ * room it serves by then.  So the rooms held are bounded by the most
+ * there were at once, not by how many were ever lost.
+ */
+void room_spare(struct room *r)
+{
+	struct arena *a = r->a;
+	uint32_t i;
+
+	for (i = 0; i < a->nrooms; i++) {
+		if (a->rooms[i] == r) {
+			a->rooms[i] = a->rooms[--a->nrooms];
+			break;
+		}
+	}
+	/* As room_new() made it, but for its arrays, strand and timer. */
+	free(r->in.ev);
+	r->in.ev = NULL;
+	r->in.n = r->in.cap = 0;
+	/* Chat lines an own room kept for want of a buffer. */
+	while (r->nchats)
+		ao_buf_put(r->chats[--r->nchats].buf);
+	r->nmembers = r->nwatchers = 0;
+	r->njoiners = r->nleavers = r->ngone = 0;
+	r->reserved = r->wreserved = r->count = 0;
+	r->chat_seq = 0;
+	r->cl = NULL;
+	r->id = 0;
+	r->spare_next = a->spare;
+	a->spare = r;
+	a->nspare++;
 }
 
 /* Admit a spectator to room `want` (or any: the first room), as
@@ -1423,6 +1475,19 @@ int arena_stop(struct arena *a)
 	return st.err;
 }
 
+static void room_free(struct room *r)
+{
+	ao_strand_destroy(&r->strand);
+	free(r->in.ev);
+	free(r->chats);
+	free(r->members);
+	free(r->watchers);
+	free(r->joiners);
+	free(r->leavers);
+	free(r->gone);
+	free(r);
+}
+
 int arena_destroy(struct arena *a)
 {
 	int err = 0;
@@ -1437,18 +1502,13 @@ int arena_destroy(struct arena *a)
 		ao_timers_destroy(a->timers, NULL);
 	if (a->exec)
 		ao_exec_destroy(a->exec);
-	for (i = 0; i < a->nrooms; i++) {
-		struct room *r = a->rooms[i];
+	for (i = 0; i < a->nrooms; i++)
+		room_free(a->rooms[i]);
+	while (a->spare) {
+		struct room *r = a->spare;
 
-		ao_strand_destroy(&r->strand);
-		free(r->in.ev);
-		free(r->chats);
-		free(r->members);
-		free(r->watchers);
-		free(r->joiners);
-		free(r->leavers);
-		free(r->gone);
-		free(r);
+		a->spare = r->spare_next;
+		room_free(r);
 	}
 	free(a->rooms);
 	if (a->pool && ao_bufpool_destroy(a->pool))

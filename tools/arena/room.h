@@ -53,6 +53,7 @@ struct room {
 	uint32_t nchats, cap_chats;
 	uint32_t chat_seq;
 	struct croom *cl; /* across nodes (cluster.c); NULL otherwise */
+	struct room *spare_next; /* on a->spare (room_spare()) */
 };
 
 enum pstate { P_NEW, P_LOBBY, P_ROOM, P_LEAVING };
@@ -137,6 +138,8 @@ struct arena {
 	struct ao_spinlock lobby; /* the rooms and their reserved counts */
 	struct room **rooms;
 	uint32_t nrooms, cap_rooms;
+	struct room *spare; /* rooms given up, for room_new() to take */
+	uint32_t nspare;
 	bool stopping; /* no room is made any more */
 
 	uint32_t next_id; /* atomic: hellos so far */
@@ -156,6 +159,7 @@ int reply(struct arena *a, struct ao_conn *c, const uint8_t *p, size_t len);
 void player_free(struct player *p);
 void member_remove(struct room *r, struct player *p);
 void lobby_release(struct arena *a, struct room *r);
+void room_spare(struct room *r);
 void run_deferred(struct arena *a, struct player *p);
 int inbox_push(struct inbox *in, const struct event *e);
 
