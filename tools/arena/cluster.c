@@ -461,13 +461,13 @@ static void on_kv_done(int err, const struct ao_kv_entry *e, void *arg)
 	(void)err;
 }
 
-/* Write room.<id> for an own room (create-if-absent). */
-static void dir_claim(struct cluster *c, struct croom *cr)
+/* Write room.<id> for an own room at epoch (create-if-absent). */
+static void dir_claim(struct cluster *c, uint32_t id, uint32_t epoch)
 {
 	char key[32], val[AO_NODE_NAME_MAX + 48];
 
-	snprintf(key, sizeof(key), "room.%u", cr->id);
-	dir_value(c, cr->epoch, val, sizeof(val));
+	snprintf(key, sizeof(key), "room.%u", id);
+	dir_value(c, epoch, val, sizeof(val));
 	ao_kv_create(c->dir, key, val, strlen(val), &c->strand, on_kv_done,
 		     NULL);
 }
@@ -571,7 +571,7 @@ static struct room *new_room(struct cluster *c, int *err)
 			*err = AP_ERR_SERVER_FULL;
 			return NULL;
 		}
-		dir_claim(c, cr);
+		dir_claim(c, cr->id, cr->epoch);
 		cr->r->reserved++;
 		return cr->r;
 	}
@@ -1517,20 +1517,38 @@ static void on_reread_idx(int err, const struct ao_kv_entry *e, void *arg)
 		__atomic_store_n(&c->fenced, 0, __ATOMIC_RELEASE);
 }
 
+/* An own room's key to read again: its id and epoch, not the room,
+ * which may be lost and given up before the answer comes. */
+struct reread {
+	struct cluster *c;
+	uint32_t id, epoch;
+};
+
 static void on_reread(int err, const struct ao_kv_entry *e, void *arg)
 {
-	struct croom *cr = arg;
-	struct cluster *c = cr->c;
+	struct reread *rr = arg;
+	struct cluster *c = rr->c;
+	struct arena *a = c->a;
 	char mine[AO_NODE_NAME_MAX + 48];
+	struct croom *cr = NULL;
+	bool here = false;
 
-	dir_value(c, cr->epoch, mine, sizeof(mine));
-	if (!err && !says(e->value, e->len, mine)) {
+	dir_value(c, rr->epoch, mine, sizeof(mine));
+	ao_spin_lock(&a->lobby);
+	for (uint32_t i = 0; i < c->nrooms && !cr; i++)
+		if (c->rooms[i]->id == rr->id && !c->rooms[i]->proxy &&
+		    c->rooms[i]->epoch == rr->epoch)
+			cr = c->rooms[i];
+	if (cr && !err && !says(e->value, e->len, mine)) {
 		/* Counted once, whether the census found it first. */
 		if (!__atomic_exchange_n(&cr->lost, 1, __ATOMIC_ACQ_REL))
 			ADD(c->n.evicted, 1);
-	} else if (err == -ENOENT) {
-		dir_claim(c, cr);
 	}
+	here = cr && !LOAD(cr->lost);
+	ao_spin_unlock(&a->lobby);
+	if (here && err == -ENOENT)
+		dir_claim(c, rr->id, rr->epoch);
+	free(rr);
 	if (!--c->reread)
 		__atomic_store_n(&c->fenced, 0, __ATOMIC_RELEASE);
 }
@@ -1539,24 +1557,35 @@ static void reread_all(void *arg)
 {
 	struct cluster *c = arg;
 	struct arena *a = c->a;
-	struct croom **own;
+	struct reread *own;
 	uint32_t n = 0, i;
 	char key[32];
 
 	ao_spin_lock(&a->lobby);
 	own = calloc(c->nrooms + 1, sizeof(*own));
-	for (i = 0; own && i < c->nrooms; i++)
-		if (!c->rooms[i]->proxy)
-			own[n++] = c->rooms[i];
+	for (i = 0; own && i < c->nrooms; i++) {
+		if (!c->rooms[i]->proxy) {
+			own[n].id = c->rooms[i]->id;
+			own[n++].epoch = c->rooms[i]->epoch;
+		}
+	}
 	ao_spin_unlock(&a->lobby);
 	c->reread = 1;
 	snprintf(key, sizeof(key), "node.%u", c->idx);
 	if (!ao_kv_get(c->dir, key, &c->strand, on_reread_idx, c))
 		c->reread++;
 	for (i = 0; i < n; i++) {
-		snprintf(key, sizeof(key), "room.%u", own[i]->id);
-		if (!ao_kv_get(c->dir, key, &c->strand, on_reread, own[i]))
+		struct reread *rr = malloc(sizeof(*rr));
+
+		if (!rr)
+			break;
+		*rr = own[i];
+		rr->c = c;
+		snprintf(key, sizeof(key), "room.%u", rr->id);
+		if (!ao_kv_get(c->dir, key, &c->strand, on_reread, rr))
 			c->reread++;
+		else
+			free(rr);
 	}
 	free(own);
 	if (!--c->reread)
@@ -2007,7 +2036,7 @@ static void on_create(struct ao_msg *m, void *arg)
 		ok = !cr || cr->proxy;
 		ao_spin_unlock(&a->lobby);
 		if (!ok) {
-			dir_claim(c, cr);
+			dir_claim(c, cr->id, cr->epoch);
 			off = room_offset(cr->r);
 			memcpy(ans + 1, &off, 4);
 		}
