@@ -407,6 +407,8 @@ static void print_bus_json(const struct cluster_stats *b)
 	       "\"players_forwarded\":%llu,\"ghost_joins\":%llu,"
 	       "\"stale_dropped\":%llu,\"room_lost\":%llu,"
 	       "\"takeovers\":%llu,\"evicted\":%llu,\"fenced_ticks\":%llu,"
+	       "\"rooms_lost\":%llu,\"rooms_reclaimed\":%llu,"
+	       "\"rooms_spare\":%llu,"
 	       "\"bus_snaps_out\":%llu,\"bus_snaps_in\":%llu,"
 	       "\"kv_ops\":%llu,\"kv_conflicts\":%llu,\"kv_errors\":%llu}",
 	       b->connected ? "true" : "false", (unsigned long long)b->msgs_in,
@@ -425,6 +427,9 @@ static void print_bus_json(const struct cluster_stats *b)
 	       (unsigned long long)b->room_lost,
 	       (unsigned long long)b->takeovers, (unsigned long long)b->evicted,
 	       (unsigned long long)b->fenced_ticks,
+	       (unsigned long long)b->rooms_lost,
+	       (unsigned long long)b->reclaimed,
+	       (unsigned long long)b->rooms_spare,
 	       (unsigned long long)b->snaps_out,
 	       (unsigned long long)b->snaps_in, (unsigned long long)b->kv_ops,
 	       (unsigned long long)b->kv_conflicts,
@@ -648,7 +653,8 @@ static void print_final_text(struct state *s, const struct snap *sn,
 		       "owned, %llu of other nodes; %llu players forwarded, "
 		       "%llu of other nodes applied here; %llu stale messages "
 		       "dropped, %llu room_lost sent, %llu rooms taken over, "
-		       "%llu given away, %llu ticks fenced\n",
+		       "%llu given away, %llu ticks fenced; %llu lost rooms "
+		       "held, %llu given up, %llu spare\n",
 		       (unsigned long long)b->peers,
 		       (unsigned long long)b->peers_down,
 		       (unsigned long long)b->rooms_owned,
@@ -659,7 +665,10 @@ static void print_final_text(struct state *s, const struct snap *sn,
 		       (unsigned long long)b->room_lost,
 		       (unsigned long long)b->takeovers,
 		       (unsigned long long)b->evicted,
-		       (unsigned long long)b->fenced_ticks);
+		       (unsigned long long)b->fenced_ticks,
+		       (unsigned long long)b->rooms_lost,
+		       (unsigned long long)b->reclaimed,
+		       (unsigned long long)b->rooms_spare);
 	}
 	printf("  stop         %s\n", status);
 	fflush(stdout);

@@ -93,6 +93,14 @@
  *    publishes fail at once past the cluster layer's bounded buffer.  When
  *    the bus is back the node re-creates its keys (the bucket is in memory
  *    storage: it did not survive) from what it owns.
+ *
+ * A lost room (any of the above) ticks on to drain what its players
+ * still send.  Idle for two seconds and out of reach of every player and
+ * bus message, it is given up (lost_reclaim()): its croom is freed and
+ * its struct room goes to a spare list that the next room made here
+ * takes from (room_spare() says why not to free()).  So the rooms a
+ * node holds are bounded by the most it had at once, not by how many
+ * failovers it saw.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -127,8 +135,9 @@
  * tick (the bus's hop, with room to spare). */
 #define LEAD_NS (3 * MS)
 /* A lost room ticks on to drain what its players still push; once its
- * inbox stayed empty for this many ticks, once a second is enough (rooms
- * are kept, and each failover leaves some behind on every node). */
+ * inbox stayed empty for this many ticks it is given up as soon as
+ * nothing can reach it (lost_reclaim()), and meanwhile ticks once a
+ * second. */
 #define DEAD_IDLE_TICKS 40
 #define DEAD_PERIOD_NS NS
 
@@ -169,6 +178,10 @@ struct croom {
 	int lost; /* atomic: the room is gone here (room_lost) */
 	bool dead; /* its lost players were told (its strand) */
 	uint32_t idle_drains; /* ticks since a dead room's inbox held any */
+	int creating; /* atomic: a proxy's create request is out (its
+		       * answer, on_created(), runs on the room's strand) */
+	uint32_t ghosts_live; /* atomic: ghosts made for it, not freed */
+	struct ao_work reclaim; /* lost_reclaim(), on the room's strand */
 	struct ao_sub *sub; /* a proxy's out subject */
 	uint32_t census_fill; /* seats taken, as the last census told */
 	uint32_t since_census; /* picked here since (any room: a share) */
@@ -200,6 +213,7 @@ struct gnode {
 struct cl_count {
 	uint64_t forwarded, ghosts, stale, room_lost, takeovers, evicted;
 	uint64_t fenced_ticks;
+	uint64_t reclaimed; /* lost rooms given up (lost_reclaim()) */
 	uint64_t snaps_out; /* snapshots published (one per room and tick) */
 	uint64_t snaps_in; /* snapshots received (one per proxy and tick) */
 };
@@ -422,6 +436,17 @@ static struct croom *add_room(struct cluster *c, uint32_t id, uint32_t epoch,
 	return cr;
 }
 
+static void croom_free(struct croom *cr)
+{
+	if (cr->snap)
+		ao_buf_put(cr->snap);
+	free(cr->out.p);
+	free(cr->pend.p);
+	free(cr->joining.p);
+	free(cr->leaving.p);
+	free(cr);
+}
+
 /* An own room's ticks: their offset in the period. */
 static uint32_t room_offset(struct room *r)
 {
@@ -500,6 +525,8 @@ static void on_created(int err, struct ao_msg *m, void *arg)
 	struct cluster *c = cr->c;
 	unsigned int i, old = 0;
 
+	/* On the room's strand, as lost_reclaim(): it finds this done. */
+	__atomic_store_n(&cr->creating, 0, __ATOMIC_RELEASE);
 	if (!err && m->len >= 1 && ((const uint8_t *)m->data)[0] == 0) {
 		if (m->len >= 5)
 			align_proxy(cr, get32((const uint8_t *)m->data + 1));
@@ -543,8 +570,9 @@ static struct room *new_room(struct cluster *c, int *err)
 	uint8_t req[4];
 
 	/* 16 bits of a room id are the node's counter: past them the id
-	 * would be another node's.  Rooms are never freed, so an id cannot
-	 * be reused either: the node makes no more rooms. */
+	 * would be another node's.  An id is never reused either (a room
+	 * lost here may run on elsewhere under it): the node makes no more
+	 * rooms. */
 	if (n_room > 0xffff) {
 		SUB(c->next_room, 1);
 		if (!__atomic_exchange_n(&c->rooms_spent, 1, __ATOMIC_RELAXED))
@@ -593,9 +621,12 @@ static struct room *new_room(struct cluster *c, int *err)
 		char subj[AO_SUBJECT_MAX];
 
 		snprintf(subj, sizeof(subj), "ao.node.%s.create", cr->owner);
+		__atomic_store_n(&cr->creating, 1, __ATOMIC_RELEASE);
 		if (ao_node_request(c->node, subj, req, 4, CREATE_TIMEOUT_MS,
-				    &cr->r->strand, on_created, cr))
+				    &cr->r->strand, on_created, cr)) {
+			__atomic_store_n(&cr->creating, 0, __ATOMIC_RELEASE);
 			__atomic_store_n(&cr->lost, 1, __ATOMIC_RELEASE);
+		}
 	}
 	cr->r->reserved++;
 	return cr->r;
@@ -768,7 +799,11 @@ static bool ghost_own(struct cluster *c, struct player *p)
 
 void cluster_ghost_free(struct player *p)
 {
+	struct croom *cr = p->room->cl; /* a ghost's room, for good */
+
 	ghost_own(p->a->cl, p);
+	/* Release: pairs with the acquire in lost_reclaim(). */
+	__atomic_fetch_sub(&cr->ghosts_live, 1, __ATOMIC_RELEASE);
 }
 
 static void ghost_timer(struct ao_timer *t, const struct ao_timer_event *ev)
@@ -826,6 +861,7 @@ static void ghost_join(struct cluster *c, struct croom *cr, uint32_t pid,
 	ao_timer_init(&p->timer, a->timers, ghost_timer);
 	ADD(a->st.players, 1);
 	ADD(c->n.ghosts, 1);
+	ADD(cr->ghosts_live, 1);
 	n->pid = pid;
 	n->p = p;
 	ao_spin_lock(&c->glock);
@@ -1148,6 +1184,67 @@ static bool drain_lost(struct croom *cr)
 	free(w.ev);
 	__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 	return true;
+}
+
+/*
+ * A lost room, its inbox empty for DEAD_IDLE_TICKS ticks, its tick
+ * cancelled: given up (room_spare(), and its croom freed) if nothing can
+ * reach it any more, else its tick resumes once a second.  On its
+ * strand, after whatever was queued there before (proxy_kick(), which
+ * reads cr).  Nothing can once:
+ *  - it is out of the cluster's table (its first drain): no join picks
+ *    it, no bus message is taken for it (on_in() looks it up, and
+ *    on_out()'s subscription was closed on this strand: no handler of it
+ *    runs after that);
+ *  - none of its places is reserved (under the lobby lock): a player of
+ *    this node that picked it holds one from the pick until this strand
+ *    is done with it; it pushes to the room only under its own lock,
+ *    which the drains take after dropping its place (lose_player()), so
+ *    all its pushes are in the inbox by then; and one that still points
+ *    at the room after that (its leave was queued) lets go of it when
+ *    that leave is drained;
+ *  - its inbox is empty, under its lock: nothing pushed is left;
+ *  - no ghost made for it is alive: ghost_join() may take an old ghost
+ *    of this room out of the map, and push its end here, at any time
+ *    (ghost_own());
+ *  - no create request is out: its answer runs here, with cr.
+ * The lobby lock also orders it with arena_stop(), which keeps every
+ * room still in the table (arena_destroy() frees them).
+ */
+static void lost_reclaim(struct ao_work *w)
+{
+	struct croom *cr = container_of(w, struct croom, reclaim);
+	struct room *r = cr->r;
+	struct cluster *c = cr->c;
+	struct arena *a = r->a;
+	bool busy;
+
+	ao_spin_lock(&a->lobby);
+	if (a->stopping) {
+		ao_spin_unlock(&a->lobby);
+		return;
+	}
+	ao_spin_lock(&r->lock);
+	busy = r->in.n > 0;
+	ao_spin_unlock(&r->lock);
+	busy |= r->reserved > 0;
+	busy |= __atomic_load_n(&cr->ghosts_live, __ATOMIC_ACQUIRE) > 0;
+	busy |= __atomic_load_n(&cr->creating, __ATOMIC_ACQUIRE) != 0;
+	if (busy) {
+		/* Under the lobby lock: arena_stop() cancels it after. */
+		ao_timer_arm_periodic(&r->tick,
+				      ao_timers_now(a->timers) + DEAD_PERIOD_NS,
+				      DEAD_PERIOD_NS, 0);
+		ao_spin_unlock(&a->lobby);
+		return;
+	}
+	/* From its strand: not running, and whatever armed it since (a
+	 * create's answer aligns a proxy's tick) is undone. */
+	ao_timer_cancel(&r->tick);
+	room_spare(r);
+	ao_spin_unlock(&a->lobby);
+	croom_free(cr);
+	ADD(c->n.reclaimed, 1);
 }
 
 static void rec_pid(struct vec *v, uint8_t kind, uint32_t pid)
@@ -1609,13 +1706,20 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 	cr->last_tick_ns = now;
 	stalled = prev && now - prev >= (uint64_t)c->o.fence_ms * 1000000;
 	if (LOAD(cr->lost) || cr->dead) {
-		/* Re-armed from its own callback: the new period holds
-		 * (core/timer.c settles a callback's own arm). */
-		if (drain_lost(cr))
+		if (drain_lost(cr)) {
 			cr->idle_drains = 0;
-		else if (++cr->idle_drains == DEAD_IDLE_TICKS)
-			ao_timer_arm_periodic(&r->tick, now + DEAD_PERIOD_NS,
-					      DEAD_PERIOD_NS, 0);
+		} else if (++cr->idle_drains >= DEAD_IDLE_TICKS) {
+			/* Its own callback: not re-armed after it returns,
+			 * and lost_reclaim() runs after it on the strand.
+			 * (An arm from here holds: core/timer.c settles a
+			 * callback's own arm.) */
+			ao_timer_cancel(&r->tick);
+			ao_work_init(&cr->reclaim, lost_reclaim);
+			if (ao_strand_submit(&r->strand, &cr->reclaim))
+				ao_timer_arm_periodic(&r->tick,
+						      now + DEAD_PERIOD_NS,
+						      DEAD_PERIOD_NS, 0);
+		}
 		return true;
 	}
 	if (cr->proxy) {
@@ -2331,17 +2435,8 @@ void cluster_destroy(struct arena *a)
 		return;
 	ao_node_destroy(c->node);
 	for (uint32_t i = 0; i < a->nrooms; i++) {
-		struct croom *cr = a->rooms[i]->cl;
-
-		if (!cr)
-			continue;
-		if (cr->snap)
-			ao_buf_put(cr->snap);
-		free(cr->out.p);
-		free(cr->pend.p);
-		free(cr->joining.p);
-		free(cr->leaving.p);
-		free(cr);
+		if (a->rooms[i]->cl)
+			croom_free(a->rooms[i]->cl);
 		a->rooms[i]->cl = NULL;
 	}
 	free(c->rooms);
@@ -2385,6 +2480,10 @@ void cluster_stats(struct arena *a, struct cluster_stats *st)
 		else
 			st->rooms_owned++;
 	}
+	for (uint32_t i = 0; i < a->nrooms; i++)
+		if (a->rooms[i]->cl && LOAD(a->rooms[i]->cl->lost))
+			st->rooms_lost++;
+	st->rooms_spare = a->nspare;
 	ao_spin_unlock(&a->lobby);
 	st->forwarded = LOAD(c->n.forwarded);
 	st->ghosts = LOAD(c->n.ghosts);
@@ -2393,6 +2492,7 @@ void cluster_stats(struct arena *a, struct cluster_stats *st)
 	st->takeovers = LOAD(c->n.takeovers);
 	st->evicted = LOAD(c->n.evicted);
 	st->fenced_ticks = LOAD(c->n.fenced_ticks);
+	st->reclaimed = LOAD(c->n.reclaimed);
 	st->snaps_out = LOAD(c->n.snaps_out);
 	st->snaps_in = LOAD(c->n.snaps_in);
 }

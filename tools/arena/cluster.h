@@ -39,6 +39,10 @@ struct cluster_stats {
 	uint64_t takeovers; /* rooms won from a dead node */
 	uint64_t evicted; /* rooms found given away after a stall */
 	uint64_t fenced_ticks; /* ticks not run: no fresh own heartbeat */
+	uint64_t rooms_lost; /* lost rooms still held: draining what their
+			      * players send, or not given up yet */
+	uint64_t reclaimed; /* lost rooms given up, kept as spare rooms */
+	uint64_t rooms_spare; /* spare rooms now, for the next ones made */
 	uint64_t snaps_out; /* snapshot messages published: one per room
 			     * with other nodes' players and tick */
 	uint64_t snaps_in; /* snapshot messages received: one per room of
