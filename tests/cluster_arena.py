@@ -20,7 +20,10 @@ tests/arena_conformance.py).
   bus_restart: nats-server restarted: the local room keeps ticking, the
     remote one fails with room_lost at once, a join works again after;
   stale: a bus message for a room at an epoch the node does not own is
-    dropped and counted (published raw on the bus).
+    dropped and counted (published raw on the bus);
+  reclaim: three owners killed in turn under a player of one gateway:
+    each failover loses a room there, and every room lost is given up
+    (none held a few seconds later) and made again for a new room.
 
 Usage: cluster_arena.py PATH_TO_AO_ARENA (ARENA_CLUSTER_ONLY=name runs
 one scenario).  Exit 0, 77 when nats-server is absent, 1 on a failure.
@@ -106,13 +109,14 @@ class Node:
     """An ao-arena node; its stderr in a file, read for sanitizer reports
     when it ends."""
 
-    def __init__(self, bus, name):
+    def __init__(self, bus, name, *args):
         self.name = name
         self.err = tempfile.TemporaryFile()
         self.p = subprocess.Popen(
             [ac.ARENA, "--address=127.0.0.1", "--port=0", "--quiet",
              "--workers=2", "--json", "--nats=" + bus.url(),
-             "--node=" + name], stdout=subprocess.PIPE, stderr=self.err)
+             "--node=" + name, *args], stdout=subprocess.PIPE,
+            stderr=self.err)
         r, _, _ = select.select([self.p.stdout], [], [], 30)
         check(r, "node %s did not say its port" % name)
         line = self.p.stdout.readline().decode()
@@ -139,6 +143,13 @@ class Node:
             if '"type":"final"' in line:
                 return json.loads(line)
         raise Failed("node %s: no final report" % self.name)
+
+    def stats(self):
+        """SIGUSR1: the statistics line it prints, as JSON."""
+        os.kill(self.p.pid, signal.SIGUSR1)
+        r, _, _ = select.select([self.p.stdout], [], [], 10)
+        check(r, "node %s: no statistics line" % self.name)
+        return json.loads(self.p.stdout.readline().decode())
 
     def kill(self):
         self.p.kill()
@@ -185,6 +196,18 @@ def shared_room(n1, n2):
     join(b, room)
     wait_type(b, SNAPSHOT)
     return a, b, room
+
+
+def wait_bus(node, ok, what, timeout=10.0):
+    """Poll node's bus counters until ok(them); they are returned."""
+    end = time.monotonic() + timeout
+    while True:
+        st = node.stats()["bus"]
+        if ok(st):
+            return st
+        check(time.monotonic() < end, "node %s: %s: %r" %
+              (node.name, what, st))
+        time.sleep(0.2)
 
 
 def stop_nodes(*nodes):
@@ -312,6 +335,11 @@ def t_stop_owner(bus):
             m = b.recv(0.2)
             if m and m["type"] == SNAPSHOT:
                 check(a.id not in m["entries"], "two owners' players")
+        # The room it lost, its player and the other node's (a ghost)
+        # in it, given up once idle.
+        st = wait_bus(n1, lambda b: b["rooms_lost"] == 0,
+                      "the lost room still held")
+        check(st["rooms_reclaimed"] >= 1, "the lost room given up")
         f1 = n1.final()
         # Found given away by the fence's re-read, or by the new owner's
         # census if that came first: evicted either way.
@@ -440,10 +468,63 @@ def t_index_reuse(bus):
         stop_nodes(*[n for n in (n1, n2) if n])
 
 
+def t_reclaim(bus):
+    # Rooms of one: a join of any room never takes another node's room
+    # (a node's share of one free place among two nodes is none), so the
+    # owner's player makes one there, and leaves it to the gateway's.
+    one = "--room-size=1"
+    n1 = Node(bus, "n1", one)
+    owners = []
+    try:
+        b = None
+        for k in range(4):
+            if k == 3:
+                # Each failover lost a room here (its proxy of the
+                # owner's room): all given up, 2 s after their last
+                # message.  The rooms taken over from the owners live
+                # on here.
+                st = wait_bus(n1, lambda s: s["rooms_lost"] == 0 and
+                              s["rooms_reclaimed"] == 3 and
+                              s["rooms_owned"] == 3,
+                              "3 lost rooms given up, 3 taken over")
+                spare = st["rooms_spare"]
+                check(spare >= 1, "a spare room: %r" % st)
+            o = Node(bus, "o%d" % k, one)
+            owners.append(o)
+            settle()
+            a = hello(o)
+            room = join(a)["room"]
+            check(room >> 16 == a.id >> 24, "o%d made room 0x%x" %
+                  (k, room))
+            a.send(m_leave())
+            settle()
+            b = b or hello(n1)
+            check(join(b, room)["room"] == room, "joined o%d's room" % k)
+            wait_type(b, SNAPSHOT)
+            if k == 3:
+                break
+            o.kill()
+            m = wait_type(b, ERROR, 3)
+            check(m["code"] == ROOM_LOST, "room_lost, got %d" % m["code"])
+        # The fourth room's proxy is a spare room, and plays.
+        st = n1.stats()["bus"]
+        check(st["rooms_spare"] == spare - 1 and st["proxies"] == 1,
+              "a spare room taken: %d spare before, %r" % (spare, st))
+        b.send(m_chat(b"on a spare room"))
+        m = wait_type(b, CHAT_LINE)
+        check(m["text"] == b"on a spare room", "chat on a spare room")
+        print("rooms given up %d, spare %d" %
+              (st["rooms_reclaimed"], st["rooms_spare"]))
+        n1.final()
+        owners[3].final()
+    finally:
+        stop_nodes(n1, *owners)
+
+
 SCENARIOS = {"cross_node": t_cross_node, "kill_owner": t_kill_owner,
              "stop_owner": t_stop_owner, "stop_gateway": t_stop_gateway,
              "bus_restart": t_bus_restart, "stale": t_stale,
-             "index_reuse": t_index_reuse}
+             "index_reuse": t_index_reuse, "reclaim": t_reclaim}
 
 
 def main():

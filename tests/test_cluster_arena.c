@@ -79,6 +79,14 @@ static void test_index_reuse(void **state)
 	scenario("index_reuse");
 }
 
+/* Owners killed in turn under a gateway's player: the rooms lost there
+ * are given up, and a room made later takes one of them. */
+static void test_reclaim(void **state)
+{
+	(void)state;
+	scenario("reclaim");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -89,6 +97,7 @@ int main(void)
 		cmocka_unit_test(test_bus_restart),
 		cmocka_unit_test(test_stale),
 		cmocka_unit_test(test_index_reuse),
+		cmocka_unit_test(test_reclaim),
 	};
 
 	have_arena =
