@@ -762,18 +762,6 @@ static struct player *ghost_take(struct cluster *c, uint32_t pid)
 	return p;
 }
 
-static struct player *ghost_find(struct cluster *c, uint32_t pid)
-{
-	struct player *p;
-	struct gnode **g;
-
-	ao_spin_lock(&c->glock);
-	g = ghost_slot(c, pid);
-	p = *g ? (*g)->p : NULL;
-	ao_spin_unlock(&c->glock);
-	return p;
-}
-
 /*
  * Take p itself out of the map: true if it was there, and then the
  * caller frees it.  False when another took it first: on_in() at its
@@ -872,6 +860,56 @@ static void ghost_join(struct cluster *c, struct croom *cr, uint32_t pid,
 	room_push(cr->r, &e);
 }
 
+/*
+ * An event of pid's ghost to its room, if the ghost is in the map and in
+ * cr's room.  Under the map's lock from the look-up to the push: whoever
+ * takes a ghost out of the map (ghost_own(), ghost_take()) does so
+ * either before (and nothing is pushed) or after the event is in the
+ * inbox, and then pushes the ghost's EV_GONE behind it, so the room
+ * frees the ghost after every event that names it.  After its leave or
+ * disconnect, nothing more of the stay goes to the room (the ghost is
+ * out of the map).
+ */
+static void ghost_push(struct cluster *c, struct croom *cr, uint32_t pid,
+		       uint8_t kind, struct event *e)
+{
+	struct gnode **g, *n = NULL;
+	struct player *p;
+
+	ao_spin_lock(&c->glock);
+	g = ghost_slot(c, pid);
+	p = *g ? (*g)->p : NULL;
+	if (!p || p->room != cr->r || (kind == 'C' && !e->buf)) {
+		ao_spin_unlock(&c->glock);
+		/* (A chat line the pool had no buffer for is lost: the
+		 * pool counts it.) */
+		if (e->buf)
+			ao_buf_put(e->buf);
+		if (!p)
+			ADD(c->a->st.refused_drops, 1);
+		return;
+	}
+	if (kind == 'L' || kind == 'G') {
+		n = *g;
+		*g = n->next;
+	}
+	if (kind == 'I' || kind == 'C')
+		ADD(p->pending, 1);
+	e->p = p;
+	room_push(cr->r, e);
+	ao_spin_unlock(&c->glock);
+	free(n);
+}
+
+/* A ghost taken out of the map (ghost_own()) leaves its room after the
+ * events already pushed for it (ghost_push()), which still read it. */
+static void ghost_gone(struct room *r, struct player *p)
+{
+	struct event e = { .kind = EV_GONE, .p = p };
+
+	room_push(r, &e);
+}
+
 /* ao.node.<me>.in: a gateway's batch for one of the rooms owned here. */
 static void on_in(struct ao_msg *m, void *arg)
 {
@@ -897,7 +935,6 @@ static void on_in(struct ao_msg *m, void *arg)
 		uint8_t kind = d[0];
 		uint32_t pid = get32(d + 1);
 		struct event e = { 0 };
-		struct player *p;
 
 		d += 5;
 		switch (kind) {
@@ -936,24 +973,7 @@ static void on_in(struct ao_msg *m, void *arg)
 		default:
 			return;
 		}
-		/* After its leave or disconnect, nothing more of the stay
-		 * goes to the room (the ghost is out of the map). */
-		p = ghost_find(c, pid);
-		if (p && p->room == cr->r && (kind == 'L' || kind == 'G'))
-			ghost_take(c, pid);
-		if (!p || p->room != cr->r) {
-			if (e.buf)
-				ao_buf_put(e.buf);
-			if (!p)
-				ADD(c->a->st.refused_drops, 1);
-			continue;
-		}
-		if (kind == 'C' && !e.buf)
-			continue; /* no buffer: the line is lost (counted) */
-		if (kind == 'I' || kind == 'C')
-			ADD(p->pending, 1);
-		e.p = p;
-		room_push(cr->r, &e);
+		ghost_push(c, cr, pid, kind, &e);
 	}
 }
 
@@ -1122,13 +1142,13 @@ static bool drain_lost(struct croom *cr)
 
 			if (p->ghost) {
 				member_remove(r, p);
-				/* Freed after the events below, which may
-				 * still read it (gone has room for every
-				 * member), if this drain takes it out of the
-				 * map; else its leave or disconnect is here
-				 * or on its way, and frees it. */
+				/* Freed at the next drain, after the events
+				 * that may still name it, if this drain takes
+				 * it out of the map; else its leave or
+				 * disconnect is here or on its way, and frees
+				 * it. */
 				if (ghost_own(cr->c, p))
-					r->gone[r->ngone++] = p;
+					ghost_gone(r, p);
 			} else {
 				/* A member may have sent its leave: in leaving
 				 * too, and its place goes back once. */
@@ -1152,8 +1172,9 @@ static bool drain_lost(struct croom *cr)
 		case EV_JOIN:
 			if (p->ghost) {
 				lobby_release(a, r);
+				/* Events of it may follow, here or next. */
 				if (ghost_own(cr->c, p))
-					player_free(p);
+					ghost_gone(r, p);
 			} else {
 				lose_player(r, p, false, true);
 			}
@@ -1178,9 +1199,6 @@ static bool drain_lost(struct croom *cr)
 			break;
 		}
 	}
-	for (i = 0; i < r->ngone; i++)
-		player_free(r->gone[i]);
-	r->ngone = 0;
 	free(w.ev);
 	__atomic_store_n(&r->count, r->nmembers, __ATOMIC_RELAXED);
 	return true;
@@ -1742,10 +1760,10 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 			if (p->ghost &&
 			    (all || LOAD(c->dead_idx[p->id >> 24 & 255])) &&
 			    ghost_own(c, p)) {
-				/* Its node may be back (a stall): told. */
+				/* Its node may be back (a stall): told.  Out
+				 * of the room at this tick's events. */
 				rec_pid(&cr->out, 'X', p->id);
-				member_remove(r, p);
-				player_free(p);
+				ghost_gone(r, p);
 			}
 		}
 	}
