@@ -468,6 +468,43 @@ def t_index_reuse(bus):
         stop_nodes(*[n for n in (n1, n2) if n])
 
 
+def t_stall_index(bus):
+    """A gateway with no room of its own, stopped while another node took
+    its index: resumed, it reads the directory again and stops, and gives
+    out no player id meanwhile."""
+    n1, n2 = Node(bus, "n1"), Node(bus, "n2")
+    try:
+        a, b, room = shared_room(n1, n2)
+        k = b.id >> 24
+        os.kill(n2.p.pid, signal.SIGSTOP)
+        time.sleep(1.5)  # declared dead after 0.6 s
+        bus.publish("$KV.AO_ARENA.node.%d" % k, b"n9 7 0")
+        os.kill(n2.p.pid, signal.SIGCONT)
+        # Hellos meanwhile: refused (server_full) or never answered.
+        end = time.monotonic() + 5
+        while time.monotonic() < end and n2.p.poll() is None:
+            try:
+                c = Client(n2)
+                c.send(ac.m_hello(b"py"))
+                m = c.recv(0.3)
+                c.close()
+            except OSError:
+                break
+            if m and m["type"] == ac.WELCOME:
+                check(False, "a hello at the resumed node got id 0x%x "
+                      "(index %d is another node's)" % (m["player"], k))
+            time.sleep(0.1)
+        try:
+            n2.p.wait(timeout=max(end - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            raise Failed("the node whose index was taken did not stop")
+        n2.p.stdout.close()
+        n2.sanitizers()
+        n1.final()
+    finally:
+        stop_nodes(n1, n2)
+
+
 def t_reclaim(bus):
     # Rooms of one: a join of any room never takes another node's room
     # (a node's share of one free place among two nodes is none), so the
@@ -524,7 +561,8 @@ def t_reclaim(bus):
 SCENARIOS = {"cross_node": t_cross_node, "kill_owner": t_kill_owner,
              "stop_owner": t_stop_owner, "stop_gateway": t_stop_gateway,
              "bus_restart": t_bus_restart, "stale": t_stale,
-             "index_reuse": t_index_reuse, "reclaim": t_reclaim}
+             "index_reuse": t_index_reuse, "stall_index": t_stall_index,
+             "reclaim": t_reclaim}
 
 
 def main():

@@ -79,6 +79,14 @@ static void test_index_reuse(void **state)
 	scenario("index_reuse");
 }
 
+/* A gateway with no room of its own, its index taken while it was
+ * stopped: resumed, it gives out no id and stops. */
+static void test_stall_index(void **state)
+{
+	(void)state;
+	scenario("stall_index");
+}
+
 /* Owners killed in turn under a gateway's player: the rooms lost there
  * are given up, and a room made later takes one of them. */
 static void test_reclaim(void **state)
@@ -97,6 +105,7 @@ int main(void)
 		cmocka_unit_test(test_bus_restart),
 		cmocka_unit_test(test_stale),
 		cmocka_unit_test(test_index_reuse),
+		cmocka_unit_test(test_stall_index),
 		cmocka_unit_test(test_reclaim),
 	};
 

@@ -1668,6 +1668,40 @@ static void on_reread(int err, const struct ao_kv_entry *e, void *arg)
 		__atomic_store_n(&c->fenced, 0, __ATOMIC_RELEASE);
 }
 
+static void reread_all(void *arg);
+
+/* Stop ticking own rooms and handing out ids until the directory has
+ * been read again (reread_all()). */
+static void fence(struct cluster *c)
+{
+	int zero = 0;
+
+	/* Acquire/release on fenced: pairs with the stores of the re-read's
+	 * end, so the lost flags it set are seen by the next tick. */
+	if (__atomic_compare_exchange_n(&c->fenced, &zero, 1, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		ao_strand_call(&c->strand, reread_all, c);
+}
+
+/* Connected, and its own heartbeats came back before but none within
+ * fence_ms: it stood still, and its index and rooms may be another
+ * node's by now.  (Cut off from the bus altogether, nobody can take
+ * them: that is not this.) */
+static bool stood_still(struct cluster *c)
+{
+	return ao_node_connected(c->node) &&
+	       ao_node_self_fresh(c->node, UINT32_MAX) &&
+	       !ao_node_self_fresh(c->node, c->o.fence_ms);
+}
+
+bool cluster_may_hello(struct arena *a)
+{
+	struct cluster *c = a->cl;
+
+	return !__atomic_load_n(&c->fenced, __ATOMIC_ACQUIRE) &&
+	       !LOAD(c->idx_lost) && !stood_still(c);
+}
+
 static void reread_all(void *arg)
 {
 	struct cluster *c = arg;
@@ -1713,7 +1747,6 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 	struct cluster *c = cr->c;
 	uint64_t prev = cr->last_tick_ns;
 	bool stalled;
-	int zero = 0;
 
 	(void)tick;
 	/* A tick that comes fence_ms or more after the previous one: this
@@ -1776,11 +1809,7 @@ bool cluster_tick(struct room *r, uint32_t tick, uint64_t now)
 	    ao_node_self_fresh(c->node, c->o.fence_ms))
 		return false;
 	ADD(c->n.fenced_ticks, 1);
-	/* Acquire/release on fenced: pairs with the stores of the re-read's
-	 * end, so the lost flags it set are seen by the next tick. */
-	if (__atomic_compare_exchange_n(&c->fenced, &zero, 1, false,
-					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		ao_strand_call(&c->strand, reread_all, c);
+	fence(c);
 	return true;
 }
 
@@ -1849,8 +1878,12 @@ static void census_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 
 	(void)ev;
 	/* Not fenced yet, but its heartbeat is stale (it was stopped): its
-	 * rooms may be another node's by now; it claims none until its
-	 * ticks have re-read the directory. */
+	 * rooms may be another node's by now; it claims none until the
+	 * directory has been read again.  Fenced from here too, not only
+	 * at an own room's tick: a node with no room of its own re-reads
+	 * its index, and hands out no player id meanwhile. */
+	if (!LOAD(c->fenced) && stood_still(c))
+		fence(c);
 	if (LOAD(c->fenced) || !ao_node_self_fresh(c->node, c->o.fence_ms))
 		return;
 	nnodes = (uint32_t)ao_node_peers(c->node, NULL, 0) + 1;

@@ -76,6 +76,9 @@ void cluster_chat(struct room *r, struct ao_buf *line);
 void cluster_snap(struct room *r, struct ao_buf *snap);
 void cluster_left(struct room *r, struct player *p);
 void cluster_tick_end(struct room *r, uint32_t tick);
+/* May a hello get a player id now: not while this node cannot show that
+ * its index is still its own (fenced until a re-read, or stood still). */
+bool cluster_may_hello(struct arena *a);
 /* A ghost (another node's player) freed. */
 void cluster_ghost_free(struct player *p);
 /* arena_stop: remove the other nodes' players from the rooms. */

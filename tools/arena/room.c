@@ -1133,6 +1133,10 @@ static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 			return reject(p, AP_ERR_ORDER);
 		if (LOAD(a->st.players) > a->o.max_players)
 			return reject(p, AP_ERR_SERVER_FULL);
+		/* Its ids may be another node's until it has read the
+		 * directory again: go to another node. */
+		if (a->cl && !cluster_may_hello(a))
+			return reject(p, AP_ERR_SERVER_FULL);
 		/* Wraps inside the node's range: never another node's id
 		 * (one still in use after id_span more hellos is not
 		 * looked for). */
