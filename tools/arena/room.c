@@ -254,6 +254,17 @@ int room_arm(struct room *r)
 				     a->o.precise ? AO_TIMER_PRECISE : 0);
 }
 
+/* A room's arrays (NULL ones too), then the room. */
+static void room_free_bare(struct room *r)
+{
+	free(r->watchers);
+	free(r->members);
+	free(r->joiners);
+	free(r->leavers);
+	free(r->gone);
+	free(r);
+}
+
 /* A new room (under the lobby lock), its tick armed; id 0: the next
  * number.  cluster.c gives its own number and cl, and arms it itself
  * once cl is ready; its rooms are spare ones first (room_spare()). */
@@ -293,14 +304,8 @@ struct room *room_new(struct arena *a, uint32_t id, struct croom *cl)
 	}
 	if (!r || !r->members || !r->watchers || !r->joiners || !r->leavers ||
 	    !r->gone) {
-		if (r) {
-			free(r->watchers);
-			free(r->members);
-			free(r->joiners);
-			free(r->leavers);
-			free(r->gone);
-		}
-		free(r);
+		if (r)
+			room_free_bare(r);
 		return NULL;
 	}
 	r->a = a;
@@ -310,12 +315,7 @@ struct room *room_new(struct arena *a, uint32_t id, struct croom *cl)
 	ao_timer_init_strand(&r->tick, &r->strand, room_tick);
 	r->cl = cl;
 	if (!cl && room_arm(r)) {
-		free(r->watchers);
-		free(r->members);
-		free(r->joiners);
-		free(r->leavers);
-		free(r->gone);
-		free(r);
+		room_free_bare(r);
 		return NULL;
 	}
 	a->rooms[a->nrooms++] = r;
@@ -1484,12 +1484,7 @@ static void room_free(struct room *r)
 	ao_strand_destroy(&r->strand);
 	free(r->in.ev);
 	free(r->chats);
-	free(r->members);
-	free(r->watchers);
-	free(r->joiners);
-	free(r->leavers);
-	free(r->gone);
-	free(r);
+	room_free_bare(r);
 }
 
 int arena_destroy(struct arena *a)
