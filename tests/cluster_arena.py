@@ -21,6 +21,11 @@ tests/arena_conformance.py).
     remote one fails with room_lost at once, a join works again after;
   stale: a bus message for a room at an epoch the node does not own is
     dropped and counted (published raw on the bus);
+  index_reuse: every index taken once: a new node takes a gone one's and
+    makes rooms above those the old holder left;
+  stall_index: a gateway with no room of its own, stopped while its
+    index was written as another node's: resumed, no hello gets an id
+    and it stops;
   reclaim: three owners killed in turn under a player of one gateway:
     each failover loses a room there, and every room lost is given up
     (none held a few seconds later) and made again for a new room.

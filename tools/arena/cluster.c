@@ -84,8 +84,9 @@
  *    back before the first tick runs); if not, it ticks no room (counted)
  *    until it has re-read room.<id> of each room it owns; a room the
  *    directory gives to another node (or another epoch) is lost: its
- *    players get room_lost, others' players are dropped.  A message for a room whose
- *    epoch is not the one this node owns is dropped and counted (stale).
+ *    players get room_lost, others' players are dropped.  A message
+ *    for a room whose epoch is not the one this node owns is dropped
+ *    and counted (stale).
  *  - The bus is down (nats-server restarted): own rooms keep ticking
  *    (no other node can take them over meanwhile: nobody can write the
  *    directory); proxies are lost at once (room_lost: a clear error, not
@@ -764,10 +765,10 @@ static struct player *ghost_take(struct cluster *c, uint32_t pid)
 
 /*
  * Take p itself out of the map: true if it was there, and then the
- * caller frees it.  False when another took it first: on_in() at its
- * leave or disconnect, ghost_join() ending its stay (its player joined
- * elsewhere), each of which pushes that event to p's room, whose tick
- * frees it.  So a ghost is freed once, and never while one of them may
+ * caller frees it.  False when another took it first: ghost_push() at
+ * its leave or disconnect, ghost_join() ending its stay (its player
+ * joined elsewhere), each of which pushes that event to p's room, whose
+ * tick frees it.  So a ghost is freed once, and never while one of them may
  * still push it.
  */
 static bool ghost_own(struct cluster *c, struct player *p)
@@ -800,6 +801,16 @@ static void ghost_timer(struct ao_timer *t, const struct ao_timer_event *ev)
 	(void)ev;
 }
 
+/* A ghost taken out of the map (ghost_own(), ghost_take()) leaves its
+ * room after the events already pushed for it (ghost_push()), which
+ * still read it. */
+static void ghost_gone(struct room *r, struct player *p)
+{
+	struct event e = { .kind = EV_GONE, .p = p };
+
+	room_push(r, &e);
+}
+
 /* A join of another node's player: a ghost, in the room's inbox. */
 static void ghost_join(struct cluster *c, struct croom *cr, uint32_t pid,
 		       uint32_t last_tick, bool has_tick)
@@ -812,12 +823,8 @@ static void ghost_join(struct cluster *c, struct croom *cr, uint32_t pid,
 
 	/* A stay that was not over (a message lost): end it first. */
 	p = ghost_take(c, pid);
-	if (p) {
-		e.p = p;
-		e.kind = EV_GONE;
-		room_push(p->room, &e);
-		e.kind = EV_JOIN;
-	}
+	if (p)
+		ghost_gone(p->room, p);
 	ao_spin_lock(&a->lobby);
 	full = cr->r->reserved >= a->o.room_size;
 	if (!full)
@@ -899,15 +906,6 @@ static void ghost_push(struct cluster *c, struct croom *cr, uint32_t pid,
 	room_push(cr->r, e);
 	ao_spin_unlock(&c->glock);
 	free(n);
-}
-
-/* A ghost taken out of the map (ghost_own()) leaves its room after the
- * events already pushed for it (ghost_push()), which still read it. */
-static void ghost_gone(struct room *r, struct player *p)
-{
-	struct event e = { .kind = EV_GONE, .p = p };
-
-	room_push(r, &e);
 }
 
 /* ao.node.<me>.in: a gateway's batch for one of the rooms owned here. */
@@ -1882,7 +1880,7 @@ static void census_fn(struct ao_timer *t, const struct ao_timer_event *ev)
 	 * directory has been read again.  Fenced from here too, not only
 	 * at an own room's tick: a node with no room of its own re-reads
 	 * its index, and hands out no player id meanwhile. */
-	if (!LOAD(c->fenced) && stood_still(c))
+	if (stood_still(c))
 		fence(c);
 	if (LOAD(c->fenced) || !ao_node_self_fresh(c->node, c->o.fence_ms))
 		return;
