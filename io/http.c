@@ -25,7 +25,10 @@
  *		framed packet does (strand, backlog, ring handlers).  A ping
  *		is answered with a pong at once; a close frame, or an error
  *		(1002, 1007, 1009), stops the input and closes gracefully.
- *	HTTP	waiting for ao_http_reply(): nothing more is read.
+ *	HTTP	waiting for ao_http_reply(): nothing more is read.  A drain
+ *		the answer did not start (the peer's FIN: a client may
+ *		half-close after its request; ao_server_stop()) waits for
+ *		it, within its deadline (io_wsc_drain()).
  *
  * Close frames: a graceful close of a WebSocket (the peer's close, an
  * error, ao_conn_close(), a failed on_packet, ao_server_stop(), no pong)
@@ -94,6 +97,7 @@ struct io_wsc {
 	/* HTTP. */
 	struct ao_conn *conn;
 	uint32_t answered; /* atomic: ao_http_reply() was called */
+	uint32_t replied; /* atomic: ... and its answer is queued */
 	struct ao_work http_work;
 };
 
@@ -204,6 +208,14 @@ bool io_wsc_drain(struct ao_conn *c)
 	size_t n = 2;
 	uint16_t code = w->close_code;
 
+	if (w->phase == WSC_HTTP) {
+		/* A drain we did not ask for (the peer's FIN behind its
+		 * request: a client may half-close once it has sent it;
+		 * ao_server_stop()) waits for the answer, within the
+		 * drain's deadline.  SEQ_CST: pairs with http_reply(). */
+		return c->reason != AO_CLOSE_HTTP_DONE &&
+		       !__atomic_load_n(&w->replied, __ATOMIC_SEQ_CST);
+	}
 	if (w->phase != WSC_WS || w->close_sent)
 		return false;
 	w->close_sent = true;
@@ -350,6 +362,13 @@ static int http_reply(struct ao_conn *c, int status, const char *type,
 		err = send_bytes(c, body, len);
 	if (err == -ENOTCONN)
 		err = -EPIPE;
+	/* SEQ_CST: the answer queued before the load of rx_paused
+	 * (StoreLoad); pairs with a graceful close's store of it and the
+	 * load of replied in io_wsc_drain(), so either the drain sees the
+	 * answer or this sees the drain and has it look again. */
+	__atomic_store_n(&c->ws->replied, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->rx_paused, __ATOMIC_SEQ_CST))
+		io_conn_post(c, MB_RESUME);
 	/* The answer, or as much of it as went, then the FIN. */
 	ao_conn_close(c);
 	return err;

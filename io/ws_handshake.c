@@ -6,7 +6,8 @@
  * io_http_parse() is given everything received so far.  It looks for the
  * end of the head (CRLF CRLF) only in the bytes it has not searched yet
  * (req->scanned), so a client sending a byte at a time costs a linear
- * amount of work, and bounds the head at cfg->max_request (413).  Once the
+ * amount of work, and bounds the head at cfg->max_request (413); a bare LF
+ * on the way is a 400 at once, as the end would never come.  Once the
  * head is complete it is parsed once, strictly: CRLF line ends, no folded
  * lines, no control characters, no body (a GET with Content-Length other
  * than 0 or with Transfer-Encoding is refused, so that no bytes of a body
@@ -197,20 +198,29 @@ static int http_request_line(const uint8_t *p, size_t n,
 	return 0;
 }
 
-/* The end of the head (just past CRLF CRLF), or 0 if not found yet. */
-static size_t http_find_end(const uint8_t *buf, size_t len, size_t *scanned)
+/*
+ * The end of the head (just past CRLF CRLF) in *end, or 0 if not found
+ * yet; -EPROTO at a bare LF before it (a client ending its lines in LF
+ * alone would otherwise wait for the deadline: it never sends CRLF CRLF).
+ * Only the first max bytes are looked at: past them is 413.
+ */
+static int http_find_end(const uint8_t *buf, size_t len, size_t max,
+			 size_t *scanned, size_t *end)
 {
-	size_t i = *scanned > 3 ? *scanned - 3 : 0;
+	size_t i;
 
-	for (; i + 4 <= len; i++) {
-		if (buf[i + 3] != '\n') {
-			/* Skip ahead: a '\n' at i+3 is needed. */
+	*end = 0;
+	for (i = *scanned; i < len && i < max; i++) {
+		if (buf[i] != '\n')
 			continue;
+		if (!i || buf[i - 1] != '\r')
+			return -EPROTO;
+		if (i >= 3 && buf[i - 3] == '\r' && buf[i - 2] == '\n') {
+			*end = i + 1;
+			return 0;
 		}
-		if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r')
-			return i + 4;
 	}
-	*scanned = len;
+	*scanned = i;
 	return 0;
 }
 
@@ -225,7 +235,8 @@ int io_http_parse(const struct io_http_cfg *cfg, const uint8_t *buf, size_t len,
 
 	req->kind = IO_HTTP_NONE;
 	req->protocol = -1;
-	end = http_find_end(buf, len, &req->scanned);
+	if (http_find_end(buf, len, max, &req->scanned, &end))
+		return http_fail(req, 400);
 	if (!end)
 		return len >= max ? http_fail(req, 413) : 0;
 	if (end > max)
@@ -385,6 +396,8 @@ const char *io_http_reason(int status)
 		return "Not Found";
 	case 405:
 		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
 	case 413:
 		return "Content Too Large";
 	case 426:
@@ -405,12 +418,15 @@ int io_http_write_error(char *dst, size_t cap, int status)
 
 	if (status < 100 || status > 599)
 		return -EINVAL;
+	/* Upgrade is hop-by-hop: its sender lists it in Connection (RFC
+	 * 9110 section 7.8), so that a proxy does not forward it. */
 	return fit(snprintf(dst, cap,
 			    "HTTP/1.1 %d %s\r\n"
 			    "%s"
 			    "Content-Length: 0\r\n"
-			    "Connection: close\r\n"
+			    "Connection: %sclose\r\n"
 			    "\r\n",
-			    status, io_http_reason(status), extra),
+			    status, io_http_reason(status), extra,
+			    status == 426 ? "Upgrade, " : ""),
 		   cap);
 }

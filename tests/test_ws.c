@@ -457,6 +457,12 @@ static void test_upgrade_400(void **state)
 	expect_status("GET * HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
 	expect_status("\r\n\r\n", 400);
 	expect_status("\r\nGET / HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	/* Lines ended by LF alone never make CRLF CRLF: refused at the
+	 * first bare LF, not left waiting for the deadline. */
+	expect_status("GET / HTTP/1.1\nHost: a\n\n", 400);
+	expect_status("GET / HTTP/1.0\n\n", 400);
+	expect_status(REQ_LINE "Host: a\n\r\n", 400);
+	expect_status("\n", 400);
 }
 
 static void test_upgrade_426_405_505(void **state)
@@ -561,7 +567,9 @@ static void test_http_errors_sniff(void **state)
 	assert_true(io_http_write_error(out, sizeof(out), 426) > 0);
 	assert_true(!strncmp(out, "HTTP/1.1 426 Upgrade Required\r\n", 31));
 	assert_non_null(strstr(out, "\r\nSec-WebSocket-Version: 13\r\n"));
-	assert_non_null(strstr(out, "\r\nConnection: close\r\n"));
+	/* Its Upgrade header is named in Connection (hop-by-hop). */
+	assert_non_null(strstr(out, "\r\nUpgrade: websocket\r\n"));
+	assert_non_null(strstr(out, "\r\nConnection: Upgrade, close\r\n"));
 	assert_true(io_http_write_error(out, sizeof(out), 405) > 0);
 	assert_non_null(strstr(out, "\r\nAllow: GET\r\n"));
 	n = io_http_write_error(out, sizeof(out), 400);
@@ -578,6 +586,8 @@ static void test_http_errors_sniff(void **state)
 	assert_string_equal(io_http_reason(404), "Not Found");
 	assert_string_equal(io_http_reason(101), "Switching Protocols");
 	assert_string_equal(io_http_reason(200), "OK");
+	/* The server's own deadline answer has its phrase. */
+	assert_string_equal(io_http_reason(408), "Request Timeout");
 
 	assert_int_equal(io_http_sniff((const uint8_t *)"GET /", 5), 1);
 	assert_int_equal(io_http_sniff((const uint8_t *)"GE", 2), -EAGAIN);

@@ -29,7 +29,8 @@ static void category(void **state)
 static char c_framing[] = "framing", c_pingpong[] = "pingpong",
 	    c_reserved[] = "reserved", c_opcodes[] = "opcodes",
 	    c_fragmentation[] = "fragmentation", c_utf8[] = "utf8",
-	    c_close[] = "close", c_limits[] = "limits";
+	    c_close[] = "close", c_limits[] = "limits",
+	    c_handshake[] = "handshake";
 
 int main(void)
 {
@@ -42,6 +43,7 @@ int main(void)
 		{ "utf8", category, NULL, NULL, c_utf8 },
 		{ "close", category, NULL, NULL, c_close },
 		{ "limits", category, NULL, NULL, c_limits },
+		{ "handshake", category, NULL, NULL, c_handshake },
 	};
 
 	have_echo = t_tool_path("echo/ao-echo", echo_path, sizeof(echo_path));

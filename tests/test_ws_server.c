@@ -709,8 +709,19 @@ static void test_header_limit(void **state)
 	assert_non_null(strstr(resp, "HTTP/1.1 405 "));
 	assert_true(cl_closed_within(fd, 5000));
 	close(fd);
-	WAIT_UNTIL(stats(srv).closes[AO_CLOSE_HTTP_BAD] == 2, 5000);
-	assert_int_equal(stats(srv).http_errors, 2);
+	/* Lines ended by LF alone (a hand-made client): 400 at once, not
+	 * 408 at the deadline. */
+	fd = t_cl_connect(ao_server_port(srv));
+	cl_puts(fd, "GET / HTTP/1.1\nHost: x\n\n");
+	assert_true(cl_closed_within(fd, 2000));
+	close(fd);
+	fd = t_cl_connect(ao_server_port(srv));
+	cl_puts(fd, "GET / HTTP/1.1\nHost: x\n\n");
+	cl_read_head(fd, resp, sizeof(resp));
+	assert_non_null(strstr(resp, "HTTP/1.1 400 "));
+	close(fd);
+	WAIT_UNTIL(stats(srv).closes[AO_CLOSE_HTTP_BAD] == 4, 5000);
+	assert_int_equal(stats(srv).http_errors, 4);
 	finish(srv);
 	t_watchdog_disarm();
 }
@@ -823,6 +834,82 @@ static void test_http_404(void **state)
 	assert_non_null(strstr(resp, "HTTP/1.1 404 "));
 	WAIT_UNTIL(stats(srv).open == 0, 5000);
 	finish(srv);
+	t_watchdog_disarm();
+}
+
+static int t_late_ret;
+
+static void *late_reply(void *arg)
+{
+	t_sleep_ns(200 * 1000000ull);
+	t_late_ret = ao_http_reply(arg, 200, "text/plain", "bye", 3);
+	ao_conn_put(arg);
+	return NULL;
+}
+
+/*
+ * A client that half-closes after its request (shutdown(SHUT_WR), as
+ * `nc -N` does) still reads the answer: its FIN is not the end of the
+ * connection while the answer is due, even one given later from another
+ * thread.
+ */
+static void test_http_half_close(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_conn *c;
+	char resp[1024];
+	pthread_t th;
+	size_t n;
+	int fd;
+
+	base_config(state, &cfg);
+	t_watchdog_arm(30, "http half close");
+	srv = start(&cfg);
+	fd = t_cl_connect(ao_server_port(srv));
+	cl_puts(fd, "GET /later HTTP/1.0\r\n\r\n");
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	WAIT_UNTIL((c = __atomic_load_n(&t_http_conn, __ATOMIC_ACQUIRE)) !=
+			   NULL,
+		   5000);
+	/* Time for the FIN to reach the server before the answer does. */
+	t_sleep_ns(200 * 1000000ull);
+	assert_int_equal(ao_http_reply(c, 200, "text/plain", "late", 4), 0);
+	n = cl_read_all(fd, resp, sizeof(resp));
+	resp[n] = '\0';
+	assert_non_null(strstr(resp, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(resp, "\r\n\r\nlate"));
+	close(fd);
+	WAIT_UNTIL(!ao_conn_is_open(c), 5000);
+	ao_conn_put(c);
+	/* Answered at once, in on_http. */
+	fd = t_cl_connect(ao_server_port(srv));
+	cl_puts(fd, "GET /now HTTP/1.1\r\nHost: x\r\n\r\n");
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	n = cl_read_all(fd, resp, sizeof(resp));
+	resp[n] = '\0';
+	assert_non_null(strstr(resp, "\r\n\r\npath /now"));
+	close(fd);
+	WAIT_UNTIL(stats(srv).open == 0, 5000);
+	/* ao_server_stop() waits for an answer due, too. */
+	__atomic_store_n(&t_http_conn, NULL, __ATOMIC_RELAXED);
+	fd = t_cl_connect(ao_server_port(srv));
+	cl_puts(fd, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+	WAIT_UNTIL((c = __atomic_load_n(&t_http_conn, __ATOMIC_ACQUIRE)) !=
+			   NULL,
+		   5000);
+	t_late_ret = 1;
+	assert_int_equal(pthread_create(&th, NULL, late_reply, c), 0);
+	assert_int_equal(ao_server_stop(srv), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(t_late_ret, 0);
+	n = cl_read_all(fd, resp, sizeof(resp));
+	resp[n] = '\0';
+	assert_non_null(strstr(resp, "\r\n\r\nbye"));
+	close(fd);
+	assert_int_equal(ao_bufpool_in_use(ao_server_pool(srv)), 0);
+	assert_int_equal(ao_server_destroy(srv), 0);
+	assert_int_equal(__atomic_load_n(&t_errors, __ATOMIC_RELAXED), 0);
 	t_watchdog_disarm();
 }
 
@@ -1208,6 +1295,7 @@ int main(void)
 		BOTH(test_header_limit),
 		ALL_MODES(test_http_get),
 		BOTH(test_http_404),
+		ALL_MODES(test_http_half_close),
 		ALL_MODES(test_sniff_len16),
 		BOTH(test_broadcast_1),
 		BOTH(test_broadcast_10),

@@ -263,6 +263,101 @@ def case_limit_fragments_exact(c):
     check(len(p) == MAX, "reassembled %d bytes" % len(p))
 
 
+def answer(c, data, half_close=False):
+    """Send raw bytes on c (not upgraded); the server's whole answer up to
+    its FIN, and how long it took."""
+    t0 = time.monotonic()
+    c.send_bytes(data)
+    if half_close:
+        c.s.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        try:
+            d = c.s.recv(4096)
+        except ConnectionResetError:
+            break
+        if not d:
+            break
+        got += d
+    return got, time.monotonic() - t0
+
+
+def http_ok(got):
+    """A well-formed answer: status line, CRLF lines, Content-Length that
+    is the body's; returns (status line, head, body)."""
+    check(b"\r\n\r\n" in got, "no end of head: %r" % got[:80])
+    head, body = got.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    check(all("\n" not in ln and "\r" not in ln for ln in lines),
+          "bare CR or LF in %r" % head)
+    cl = [ln for ln in lines if ln.lower().startswith("content-length:")]
+    check(len(cl) == 1 and int(cl[0].split(":")[1]) == len(body),
+          "Content-Length %r for %d bytes" % (cl, len(body)))
+    return lines[0], lines[1:], body
+
+
+def upgrade_odd(c):
+    """Lower-case names, tokens in lists, odd spacing, a byte at a time,
+    and a frame behind the head in the last write."""
+    c.close()
+    c = Client(SERVER.port, upgrade=False)
+    req = ("GET /echo HTTP/1.1\r\nhost: x\r\nUPGRADE:\twebsocket \r\n"
+           "connection: keep-alive, Upgrade\r\nsec-websocket-key: %s\r\n"
+           "Sec-WebSocket-Version:13\r\n\r\n" % KEY).encode()
+    for i in range(len(req) - 1):
+        c.send_bytes(req[i:i + 1])
+    c.send_bytes(req[-1:] + c.frame(2, b"behind the head"))
+    head = c.read_head()
+    check(head.startswith("HTTP/1.1 101 "), "no 101: %r" % head)
+    check("Sec-WebSocket-Accept: %s\r\n" % ACCEPT in head, "accept key")
+    b0, got = c.recv()
+    check(b0 == 0x82 and got == b"behind the head", "no echo")
+    c.close()
+
+
+def upgrade_refused(status, extra_lines):
+    def case(c):
+        c.close()
+        c = Client(SERVER.port, upgrade=False)
+        req = ("GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\n" + extra_lines + "\r\n").encode()
+        got, _ = answer(c, req)
+        first, lines, body = http_ok(got)
+        check(first.startswith("HTTP/1.1 %d " % status), "got %r" % first)
+        if status == 426:
+            check("Sec-WebSocket-Version: 13" in lines, "no version")
+            check("Connection: Upgrade, close" in lines,
+                  "Upgrade not in Connection: %r" % lines)
+        c.close()
+    return case
+
+
+def bare_lf(c):
+    """Lines ended by LF alone never end the head: 400 at once, not 408
+    at the head's deadline (5 s)."""
+    c.close()
+    c = Client(SERVER.port, upgrade=False)
+    got, took = answer(c, b"GET / HTTP/1.1\nHost: x\n\n")
+    check(got.startswith(b"HTTP/1.1 400 "), "got %r" % got[:40])
+    check(took < 2.0, "answered after %.1f s" % took)
+    c.close()
+
+
+def plain_get(half_close, pipelined):
+    def case(c):
+        c.close()
+        c = Client(SERVER.port, upgrade=False)
+        req = b"GET /x HTTP/1.0\r\n\r\n"
+        if pipelined:
+            req = b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n" * 3
+        got, _ = answer(c, req, half_close)
+        first, lines, _ = http_ok(got)
+        check(first.startswith("HTTP/1.1 404 "), "got %r" % first)
+        check("Connection: close" in lines, "no Connection: close")
+        c.close()
+    return case
+
+
 CATEGORIES = {
     "framing": [
         ("echo small, 125, 126, 65535 bytes and empty",
@@ -338,6 +433,25 @@ CATEGORIES = {
         ("close with 126 bytes", fails(1002, F(8, b"\x03\xe8" + b"x" * 124))),
         ("nothing is read after a close",
          fails(1000, F(8, struct.pack("!H", 1000)), F(2, b"ignored"))),
+    ],
+    "handshake": [
+        ("an upgrade with odd case, lists, a byte at a time", upgrade_odd),
+        ("version 8: 426 naming 13",
+         upgrade_refused(426, "Sec-WebSocket-Key: %s\r\n"
+                         "Sec-WebSocket-Version: 8\r\n" % KEY)),
+        ("no key: 400",
+         upgrade_refused(400, "Sec-WebSocket-Version: 13\r\n")),
+        ("two keys: 400",
+         upgrade_refused(400, "Sec-WebSocket-Key: %s\r\n" % KEY * 2 +
+                         "Sec-WebSocket-Version: 13\r\n")),
+        ("a key of 15 bytes: 400",
+         upgrade_refused(400, "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=\r\n"
+                         "Sec-WebSocket-Version: 13\r\n")),
+        ("lines ended by LF alone: 400 at once", bare_lf),
+        ("a plain GET: 404", plain_get(False, False)),
+        ("a plain GET, then half-closed: its answer", plain_get(True, False)),
+        ("three pipelined GETs: one answer, then the FIN",
+         plain_get(False, True)),
     ],
     "limits": [
         ("a message of max_packet bytes", case_limit_exact),
