@@ -28,7 +28,10 @@ tests/arena_conformance.py).
     and it stops;
   reclaim: three owners killed in turn under a player of one gateway:
     each failover loses a room there, and every room lost is given up
-    (none held a few seconds later) and made again for a new room.
+    (none held a few seconds later) and made again for a new room;
+  refused_rejoin: a player of a gateway asks for a full room of another
+    node and joins again the moment room_full comes, for seconds, with
+    busy loops beside the nodes: room_full every time, never order.
 
 Usage: cluster_arena.py PATH_TO_AO_ARENA (ARENA_CLUSTER_ONLY=name runs
 one scenario).  Exit 0, 77 when nats-server is absent, 1 on a failure.
@@ -563,11 +566,55 @@ def t_reclaim(bus):
         stop_nodes(n1, *owners)
 
 
+def t_refused_rejoin(bus):
+    """A join refused by the owner (room_full) allows a join at once
+    (PROTOCOL.md): the gateway must have put its player back in no room
+    before the error went out, or that join is order.  The window is
+    the gateway's thread between the two, so busy loops (one a CPU)
+    preempt it now and then, as a loaded machine or a sanitizer does."""
+    one = "--room-size=1"
+    n1, n2 = Node(bus, "n1", one), Node(bus, "n2", one)
+    hogs = []
+    try:
+        settle()
+        a = hello(n1)
+        room = join(a)["room"]
+        settle()
+        b = hello(n2)
+        hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"])
+                for _ in range(min(os.cpu_count() or 2, 8))]
+        refused = 0
+        end = time.monotonic() + 5
+        b.send(b.join_msg(room))
+        while time.monotonic() < end:
+            m = wait_type(b, ERROR)
+            check(m["code"] == CODE["room_full"],
+                  "join %d of a full room: error %s" %
+                  (refused + 1, ac.ERRORS.get(m["code"], m["code"])))
+            refused += 1
+            b.send(b.join_msg(room))
+        m = wait_type(b, ERROR)
+        check(m["code"] == CODE["room_full"], "the last join: %r" % m)
+        print("%d joins refused, each joined again at once" % refused)
+        check(refused >= 10, "only %d refusals" % refused)
+        for h in hogs:
+            h.kill()
+            h.wait()
+        hogs = []
+        n2.final()
+        n1.final()
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+        stop_nodes(n1, n2)
+
+
 SCENARIOS = {"cross_node": t_cross_node, "kill_owner": t_kill_owner,
              "stop_owner": t_stop_owner, "stop_gateway": t_stop_gateway,
              "bus_restart": t_bus_restart, "stale": t_stale,
              "index_reuse": t_index_reuse, "stall_index": t_stall_index,
-             "reclaim": t_reclaim}
+             "reclaim": t_reclaim, "refused_rejoin": t_refused_rejoin}
 
 
 def main():

@@ -95,6 +95,14 @@ static void test_reclaim(void **state)
 	scenario("reclaim");
 }
 
+/* A join the owner refuses, sent again the moment room_full comes (with
+ * busy loops beside the nodes): room_full every time, never order. */
+static void test_refused_rejoin(void **state)
+{
+	(void)state;
+	scenario("refused_rejoin");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -107,6 +115,7 @@ int main(void)
 		cmocka_unit_test(test_index_reuse),
 		cmocka_unit_test(test_stall_index),
 		cmocka_unit_test(test_reclaim),
+		cmocka_unit_test(test_refused_rejoin),
 	};
 
 	have_arena =

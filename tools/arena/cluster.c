@@ -1476,15 +1476,19 @@ static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 						      &cr->joining,
 					 p);
 				lobby_release(a, r);
-				send_error(p, d[5]);
-				/* Refused: its leave, if sent, ends nothing. */
+				/* Refused: its leave, if sent, ends nothing.
+				 * In the lobby before the error goes out: a
+				 * client may join again as soon as it reads
+				 * it (under the lock, which its join takes). */
 				ao_spin_lock(&p->lock);
-				if (in_leaving)
-					run_deferred(a, p);
-				else if (p->room == r && p->state == P_ROOM) {
+				if (!in_leaving && p->room == r &&
+				    p->state == P_ROOM) {
 					p->state = P_LOBBY;
 					p->room = NULL;
 				}
+				send_error(p, d[5]);
+				if (in_leaving)
+					run_deferred(a, p);
 				ao_spin_unlock(&p->lock);
 			}
 			d += 6;
