@@ -683,6 +683,22 @@ static void test_header_deadline(void **state)
 	t_watchdog_disarm();
 }
 
+/* req on a new connection is answered with status, then closed within
+ * ms. */
+static void expect_refused(struct ao_server *srv, const char *req,
+			   const char *status, int ms)
+{
+	char resp[1024], want[32];
+	int fd = t_cl_connect(ao_server_port(srv));
+
+	snprintf(want, sizeof(want), "HTTP/1.1 %s ", status);
+	cl_puts(fd, req);
+	cl_read_head(fd, resp, sizeof(resp));
+	assert_non_null(strstr(resp, want));
+	assert_true(cl_closed_within(fd, ms));
+	close(fd);
+}
+
 static void test_header_limit(void **state)
 {
 	struct ao_server_config cfg;
@@ -703,25 +719,12 @@ static void test_header_limit(void **state)
 	assert_true(cl_closed_within(fd, 5000));
 	close(fd);
 	/* Not a GET: 405. */
-	fd = t_cl_connect(ao_server_port(srv));
-	cl_puts(fd, "POST / HTTP/1.1\r\nHost: x\r\n\r\n");
-	cl_read_head(fd, resp, sizeof(resp));
-	assert_non_null(strstr(resp, "HTTP/1.1 405 "));
-	assert_true(cl_closed_within(fd, 5000));
-	close(fd);
+	expect_refused(srv, "POST / HTTP/1.1\r\nHost: x\r\n\r\n", "405", 5000);
 	/* Lines ended by LF alone (a hand-made client): 400 at once, not
 	 * 408 at the deadline. */
-	fd = t_cl_connect(ao_server_port(srv));
-	cl_puts(fd, "GET / HTTP/1.1\nHost: x\n\n");
-	assert_true(cl_closed_within(fd, 2000));
-	close(fd);
-	fd = t_cl_connect(ao_server_port(srv));
-	cl_puts(fd, "GET / HTTP/1.1\nHost: x\n\n");
-	cl_read_head(fd, resp, sizeof(resp));
-	assert_non_null(strstr(resp, "HTTP/1.1 400 "));
-	close(fd);
-	WAIT_UNTIL(stats(srv).closes[AO_CLOSE_HTTP_BAD] == 4, 5000);
-	assert_int_equal(stats(srv).http_errors, 4);
+	expect_refused(srv, "GET / HTTP/1.1\nHost: x\n\n", "400", 2000);
+	WAIT_UNTIL(stats(srv).closes[AO_CLOSE_HTTP_BAD] == 3, 5000);
+	assert_int_equal(stats(srv).http_errors, 3);
 	finish(srv);
 	t_watchdog_disarm();
 }
@@ -744,6 +747,20 @@ static size_t cl_read_all(int fd, char *buf, size_t cap)
 			break;
 	}
 	return n;
+}
+
+/* Read fd's whole answer, check that it holds head (if any) and body,
+ * and close fd. */
+static void read_answer(int fd, const char *head, const char *body)
+{
+	char resp[1024];
+	size_t n = cl_read_all(fd, resp, sizeof(resp));
+
+	resp[n] = '\0';
+	if (head)
+		assert_non_null(strstr(resp, head));
+	assert_non_null(strstr(resp, body));
+	close(fd);
 }
 
 static void http_get(uint16_t port, const char *path, char *resp, size_t cap)
@@ -790,7 +807,6 @@ static void test_http_get(void **state)
 	/* Answered later, from another thread. */
 	{
 		int fd = t_cl_connect(ao_server_port(srv));
-		size_t n = 0;
 
 		cl_puts(fd, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
 		WAIT_UNTIL((c = __atomic_load_n(&t_http_conn,
@@ -801,11 +817,7 @@ static void test_http_get(void **state)
 				 0);
 		assert_int_equal(ao_http_reply(c, 200, "text/plain", "x", 1),
 				 -EINVAL);
-		n = cl_read_all(fd, resp, sizeof(resp));
-		resp[n] = '\0';
-		assert_non_null(strstr(resp, "HTTP/1.1 503 "));
-		assert_non_null(strstr(resp, "\r\n\r\nbusy"));
-		close(fd);
+		read_answer(fd, "HTTP/1.1 503 ", "\r\n\r\nbusy");
 		WAIT_UNTIL(!ao_conn_is_open(c), 5000);
 		ao_conn_put(c);
 	}
@@ -858,9 +870,7 @@ static void test_http_half_close(void **state)
 	struct ao_server_config cfg;
 	struct ao_server *srv;
 	struct ao_conn *c;
-	char resp[1024];
 	pthread_t th;
-	size_t n;
 	int fd;
 
 	base_config(state, &cfg);
@@ -875,21 +885,14 @@ static void test_http_half_close(void **state)
 	/* Time for the FIN to reach the server before the answer does. */
 	t_sleep_ns(200 * 1000000ull);
 	assert_int_equal(ao_http_reply(c, 200, "text/plain", "late", 4), 0);
-	n = cl_read_all(fd, resp, sizeof(resp));
-	resp[n] = '\0';
-	assert_non_null(strstr(resp, "HTTP/1.1 200 OK\r\n"));
-	assert_non_null(strstr(resp, "\r\n\r\nlate"));
-	close(fd);
+	read_answer(fd, "HTTP/1.1 200 OK\r\n", "\r\n\r\nlate");
 	WAIT_UNTIL(!ao_conn_is_open(c), 5000);
 	ao_conn_put(c);
 	/* Answered at once, in on_http. */
 	fd = t_cl_connect(ao_server_port(srv));
 	cl_puts(fd, "GET /now HTTP/1.1\r\nHost: x\r\n\r\n");
 	assert_int_equal(shutdown(fd, SHUT_WR), 0);
-	n = cl_read_all(fd, resp, sizeof(resp));
-	resp[n] = '\0';
-	assert_non_null(strstr(resp, "\r\n\r\npath /now"));
-	close(fd);
+	read_answer(fd, NULL, "\r\n\r\npath /now");
 	WAIT_UNTIL(stats(srv).open == 0, 5000);
 	/* ao_server_stop() waits for an answer due, too. */
 	__atomic_store_n(&t_http_conn, NULL, __ATOMIC_RELAXED);
@@ -903,10 +906,7 @@ static void test_http_half_close(void **state)
 	assert_int_equal(ao_server_stop(srv), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	assert_int_equal(t_late_ret, 0);
-	n = cl_read_all(fd, resp, sizeof(resp));
-	resp[n] = '\0';
-	assert_non_null(strstr(resp, "\r\n\r\nbye"));
-	close(fd);
+	read_answer(fd, NULL, "\r\n\r\nbye");
 	assert_int_equal(ao_bufpool_in_use(ao_server_pool(srv)), 0);
 	assert_int_equal(ao_server_destroy(srv), 0);
 	assert_int_equal(__atomic_load_n(&t_errors, __ATOMIC_RELAXED), 0);
