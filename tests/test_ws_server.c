@@ -763,6 +763,17 @@ static void read_answer(int fd, const char *head, const char *body)
 	close(fd);
 }
 
+/* The connection on_http kept for a later answer (a reference of ours). */
+static struct ao_conn *kept_http_conn(void)
+{
+	struct ao_conn *c;
+
+	WAIT_UNTIL((c = __atomic_load_n(&t_http_conn, __ATOMIC_ACQUIRE)) !=
+			   NULL,
+		   5000);
+	return c;
+}
+
 static void http_get(uint16_t port, const char *path, char *resp, size_t cap)
 {
 	char req[256];
@@ -809,9 +820,7 @@ static void test_http_get(void **state)
 		int fd = t_cl_connect(ao_server_port(srv));
 
 		cl_puts(fd, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
-		WAIT_UNTIL((c = __atomic_load_n(&t_http_conn,
-						__ATOMIC_ACQUIRE)) != NULL,
-			   5000);
+		c = kept_http_conn();
 		(void)th;
 		assert_int_equal(ao_http_reply(c, 503, "text/plain", "busy", 4),
 				 0);
@@ -879,9 +888,7 @@ static void test_http_half_close(void **state)
 	fd = t_cl_connect(ao_server_port(srv));
 	cl_puts(fd, "GET /later HTTP/1.0\r\n\r\n");
 	assert_int_equal(shutdown(fd, SHUT_WR), 0);
-	WAIT_UNTIL((c = __atomic_load_n(&t_http_conn, __ATOMIC_ACQUIRE)) !=
-			   NULL,
-		   5000);
+	c = kept_http_conn();
 	/* Time for the FIN to reach the server before the answer does. */
 	t_sleep_ns(200 * 1000000ull);
 	assert_int_equal(ao_http_reply(c, 200, "text/plain", "late", 4), 0);
@@ -898,9 +905,7 @@ static void test_http_half_close(void **state)
 	__atomic_store_n(&t_http_conn, NULL, __ATOMIC_RELAXED);
 	fd = t_cl_connect(ao_server_port(srv));
 	cl_puts(fd, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
-	WAIT_UNTIL((c = __atomic_load_n(&t_http_conn, __ATOMIC_ACQUIRE)) !=
-			   NULL,
-		   5000);
+	c = kept_http_conn();
 	t_late_ret = 1;
 	assert_int_equal(pthread_create(&th, NULL, late_reply, c), 0);
 	assert_int_equal(ao_server_stop(srv), 0);

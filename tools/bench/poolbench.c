@@ -805,6 +805,7 @@ static void print_targets(const struct bench_opts *o)
 				    res_ok[sh][ti][I_MALLOC];
 			bool vs_1 = res_ok[sh][ti][I_POOL16] &&
 				    res_ok[sh][ti][I_POOL1];
+			char where[64];
 
 			if (!vs_m && !vs_1)
 				continue;
@@ -860,25 +861,21 @@ static void print_targets(const struct bench_opts *o)
 					     100.0 * fp1);
 			/* Unpinned, the placement can differ between the two
 			 * (see the top of this file): say so in the line. */
-			if (sh == S_PRODCONS && vs_m)
+			where[0] = '\0';
+			if (sh == S_PRODCONS)
+				snprintf(where, sizeof(where),
+					 "; together: pool-16 %.2f, malloc "
+					 "%.2f",
+					 res[sh][ti][I_POOL16].together,
+					 res[sh][ti][I_MALLOC].together);
+			if (sh != S_PAIRS && vs_m)
 				bench_target(r_malloc[sh][ti] >= 1.0,
 					     "t%-2d %s: pool-16 %.2fx malloc "
-					     "[%.2f-%.2f] (>= 1.0; together: "
-					     "pool-16 %.2f, malloc %.2f)",
+					     "[%.2f-%.2f] (>= 1.0%s)",
 					     t, shape_names[sh],
 					     r_malloc[sh][ti],
 					     lo_malloc[sh][ti],
-					     hi_malloc[sh][ti],
-					     res[sh][ti][I_POOL16].together,
-					     res[sh][ti][I_MALLOC].together);
-			else if (sh != S_PAIRS && vs_m)
-				bench_target(r_malloc[sh][ti] >= 1.0,
-					     "t%-2d %s: pool-16 %.2fx malloc "
-					     "[%.2f-%.2f] (>= 1.0)",
-					     t, shape_names[sh],
-					     r_malloc[sh][ti],
-					     lo_malloc[sh][ti],
-					     hi_malloc[sh][ti]);
+					     hi_malloc[sh][ti], where);
 		}
 	}
 	if (!o->json) {
