@@ -351,10 +351,20 @@ static int http_reply(struct ao_conn *c, int status, const char *type,
 	int n;
 	int err;
 
-	n = snprintf(head, sizeof(head),
-		     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-		     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-		     status, io_http_reason(status), type, len);
+	if (status == 204 || status == 304) {
+		/* No content, so no Content-Length: RFC 9110 section 8.6
+		 * forbids it in a 204, and in a 304 it would have to be the
+		 * length of the 200's body, which we do not know. */
+		n = snprintf(head, sizeof(head),
+			     "HTTP/1.1 %d %s\r\nConnection: close\r\n\r\n",
+			     status, io_http_reason(status));
+	} else {
+		n = snprintf(head, sizeof(head),
+			     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+			     "Content-Length: %zu\r\n"
+			     "Connection: close\r\n\r\n",
+			     status, io_http_reason(status), type, len);
+	}
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -EINVAL;
 	err = send_bytes(c, head, (size_t)n);
@@ -377,7 +387,11 @@ static int http_reply(struct ao_conn *c, int status, const char *type,
 int ao_http_reply(struct ao_conn *c, int status, const char *content_type,
 		  const void *body, size_t len)
 {
-	if (!c || status < 100 || status > 999 || (len && !body))
+	/* A final answer only: a 1xx is not one (the 101 of an upgrade is
+	 * the library's own); 204 and 304 have no content. */
+	if (!c || status < 200 || status > 599 || (len && !body))
+		return -EINVAL;
+	if ((status == 204 || status == 304) && len)
 		return -EINVAL;
 	if (!content_type)
 		content_type = "application/octet-stream";

@@ -390,8 +390,14 @@ const char *io_http_reason(int status)
 		return "Switching Protocols";
 	case 200:
 		return "OK";
+	case 204:
+		return "No Content";
+	case 304:
+		return "Not Modified";
 	case 400:
 		return "Bad Request";
+	case 403:
+		return "Forbidden";
 	case 404:
 		return "Not Found";
 	case 405:
@@ -402,6 +408,10 @@ const char *io_http_reason(int status)
 		return "Content Too Large";
 	case 426:
 		return "Upgrade Required";
+	case 500:
+		return "Internal Server Error";
+	case 503:
+		return "Service Unavailable";
 	case 505:
 		return "HTTP Version Not Supported";
 	default:

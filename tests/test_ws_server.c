@@ -858,6 +858,86 @@ static void test_http_404(void **state)
 	t_watchdog_disarm();
 }
 
+static bool starts(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+/* The whole answer to GET path, which on_http keeps: status must be
+ * refused as given, then the reply made with status ok and body. */
+static void reply_later(struct ao_server *srv, const char *path, int ok,
+			const char *body, char *resp, size_t cap)
+{
+	char req[128];
+	struct ao_conn *c;
+	size_t n;
+	int fd = t_cl_connect(ao_server_port(srv));
+
+	__atomic_store_n(&t_http_conn, NULL, __ATOMIC_RELAXED);
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+	cl_puts(fd, req);
+	c = kept_http_conn();
+	assert_int_equal(ao_http_reply(c, ok, "text/plain", body,
+				       body ? strlen(body) : 0),
+			 0);
+	n = cl_read_all(fd, resp, cap);
+	resp[n] = '\0';
+	close(fd);
+	WAIT_UNTIL(!ao_conn_is_open(c), 5000);
+	ao_conn_put(c);
+}
+
+/*
+ * RFC 9110: an answer is final (2xx to 5xx; a 1xx is not one, and the 101
+ * of an upgrade is the library's own); a 204 has no content and no
+ * Content-Length, and a 304 no content (its Content-Length would have to
+ * be the 200's).
+ */
+static void test_http_status(void **state)
+{
+	static const int refused[] = { 0, 99, 100, 101, 103, 199, 600, 999 };
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	struct ao_conn *c;
+	char resp[1024];
+	size_t i;
+	int fd;
+
+	base_config(state, &cfg);
+	t_watchdog_arm(30, "http status");
+	srv = start(&cfg);
+	fd = t_cl_connect(ao_server_port(srv));
+	cl_puts(fd, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+	c = kept_http_conn();
+	for (i = 0; i < ARRAY_SIZE(refused); i++)
+		assert_int_equal(ao_http_reply(c, refused[i], "text/plain", "x",
+					       1),
+				 -EINVAL);
+	/* No content in a 204 or a 304. */
+	assert_int_equal(ao_http_reply(c, 204, "text/plain", "x", 1), -EINVAL);
+	assert_int_equal(ao_http_reply(c, 304, NULL, "x", 1), -EINVAL);
+	/* None of those answered: this one does. */
+	assert_int_equal(ao_http_reply(c, 599, "text/plain", "last", 4), 0);
+	read_answer(fd, "HTTP/1.1 599 ", "\r\n\r\nlast");
+	WAIT_UNTIL(!ao_conn_is_open(c), 5000);
+	ao_conn_put(c);
+	reply_later(srv, "/later", 204, NULL, resp, sizeof(resp));
+	assert_true(starts(resp, "HTTP/1.1 204 No Content\r\n"));
+	assert_null(strstr(resp, "Content-Length"));
+	/* Nothing after the head. */
+	assert_non_null(strstr(resp, "\r\n\r\n"));
+	assert_string_equal(strstr(resp, "\r\n\r\n"), "\r\n\r\n");
+	reply_later(srv, "/later", 304, "", resp, sizeof(resp));
+	assert_true(starts(resp, "HTTP/1.1 304 Not Modified\r\n"));
+	assert_null(strstr(resp, "Content-Length"));
+	assert_string_equal(strstr(resp, "\r\n\r\n"), "\r\n\r\n");
+	reply_later(srv, "/later", 200, "", resp, sizeof(resp));
+	assert_non_null(strstr(resp, "\r\nContent-Length: 0\r\n"));
+	WAIT_UNTIL(stats(srv).open == 0, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
 static int t_late_ret;
 
 static void *late_reply(void *arg)
@@ -1300,6 +1380,7 @@ int main(void)
 		BOTH(test_header_limit),
 		ALL_MODES(test_http_get),
 		BOTH(test_http_404),
+		ALL_MODES(test_http_status),
 		ALL_MODES(test_http_half_close),
 		ALL_MODES(test_sniff_len16),
 		BOTH(test_broadcast_1),

@@ -127,10 +127,12 @@ AO_API void ao_conn_set_user(struct ao_conn *c, void *user);
  * framed; on_http: HTTP). */
 AO_API enum ao_conn_proto ao_conn_proto(const struct ao_conn *c);
 /*
- * Answer a plain HTTP request once: status (200, 404, ...), a
- * Content-Type, and len bytes of body (copied).  The connection then
- * closes gracefully.  0, -EINVAL (not an HTTP connection, answered
- * already), -ENOMEM, -EPIPE (closed).  From any thread.
+ * Answer a plain HTTP request once: a final status (200 to 599), a
+ * Content-Type, and len bytes of body (copied); a 204 or 304 has no body
+ * and is sent without Content-Type and Content-Length.  The connection
+ * then closes gracefully.  0, -EINVAL (not an HTTP connection, answered
+ * already, a status out of range, a body with 204 or 304), -ENOMEM,
+ * -EPIPE (closed).  From any thread.
  */
 AO_API int ao_http_reply(struct ao_conn *c, int status,
 			 const char *content_type, const void *body,
