@@ -6,6 +6,7 @@
  * that `promtool check metrics` finds nothing to say.
  */
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -151,6 +152,53 @@ int ao_metrics_u64(struct ao_metrics *m, const char *name, const char *labels,
 	return putf(m, "%llu\n", (unsigned long long)v);
 }
 
+/*
+ * The "C" locale's numbers: made once and never freed (like the
+ * process's own locales).  A race to make it frees the loser's.
+ */
+static locale_t c_numeric(void)
+{
+	static locale_t loc;
+	locale_t l = __atomic_load_n(&loc, __ATOMIC_ACQUIRE), none = NULL;
+
+	if (l)
+		return l;
+	l = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+	if (!l)
+		return NULL;
+	/* Acq_rel: the locale's contents before its pointer; the acquire
+	 * load above pairs with it. */
+	if (!__atomic_compare_exchange_n(&loc, &none, l, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		freelocale(l);
+		l = none;
+	}
+	return l;
+}
+
+/*
+ * printf's %g writes the decimal point of the thread's locale: "0,5"
+ * after the program's setlocale(LC_ALL, "") in a German locale, which
+ * Prometheus cannot parse.  So the number is written under the "C"
+ * locale, on this thread only (uselocale(), not setlocale(), which
+ * would change every thread's), and the caller's is put back.
+ */
+static int put_double(struct ao_metrics *m, double v)
+{
+	locale_t c = c_numeric(), old;
+	char tmp[64];
+	int n;
+
+	if (!c)
+		return m->err = -ENOMEM;
+	old = uselocale(c);
+	n = snprintf(tmp, sizeof(tmp), "%.17g\n", v);
+	uselocale(old);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return -EINVAL;
+	return put(m, tmp, (size_t)n);
+}
+
 int ao_metrics_double(struct ao_metrics *m, const char *name,
 		      const char *labels, double v)
 {
@@ -162,7 +210,7 @@ int ao_metrics_double(struct ao_metrics *m, const char *name,
 		return puts_(m, "NaN\n");
 	if (isinf(v))
 		return puts_(m, v > 0 ? "+Inf\n" : "-Inf\n");
-	return putf(m, "%.17g\n", v);
+	return put_double(m, v);
 }
 
 /* ------------------------------------------------------------------ */

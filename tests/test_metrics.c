@@ -7,6 +7,7 @@
  * and the counters the server's own statistics give.
  */
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,6 +263,137 @@ static void test_server(void **state)
 	assert_int_equal(ao_server_destroy(srv), 0);
 }
 
+/* The directory comma_locale() made a locale in, if any. */
+static char t_locdir[64];
+
+/*
+ * A locale whose decimal point is a comma, in effect for the whole
+ * process: one of a few common names, else one made with localedef(1)
+ * into dir (LOCPATH) from glibc's sources.  False, with the reason in
+ * why, when there is none.
+ */
+static bool comma_locale(char *dir, size_t cap, char *why, size_t wcap)
+{
+	static const char *const names[] = {
+		"de_DE.UTF-8", "de_DE.utf8",  "fr_FR.UTF-8", "fr_FR.utf8",
+		"ru_RU.UTF-8", "ru_RU.utf8",  "es_ES.UTF-8", "it_IT.UTF-8",
+		"nl_NL.UTF-8", "pt_BR.UTF-8",
+	};
+	char cmd[512];
+	size_t i;
+
+	dir[0] = '\0';
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (setlocale(LC_ALL, names[i]) &&
+		    !strcmp(localeconv()->decimal_point, ","))
+			return true;
+	setlocale(LC_ALL, "C");
+	if (access("/usr/share/i18n/locales/de_DE", R_OK)) {
+		snprintf(why, wcap,
+			 "no comma-decimal locale installed, and "
+			 "no /usr/share/i18n/locales/de_DE to "
+			 "make one");
+		return false;
+	}
+	snprintf(dir, cap, "/tmp/aorta-locale-XXXXXX");
+	if (!mkdtemp(dir)) {
+		snprintf(why, wcap, "mkdtemp: %s", strerror(errno));
+		dir[0] = '\0';
+		return false;
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1",
+		 dir);
+	if (system(cmd) != 0) {
+		snprintf(why, wcap, "localedef -i de_DE -f UTF-8 failed");
+		return false;
+	}
+	setenv("LOCPATH", dir, 1);
+	if (setlocale(LC_ALL, "de_DE.UTF-8") &&
+	    !strcmp(localeconv()->decimal_point, ","))
+		return true;
+	setlocale(LC_ALL, "C");
+	snprintf(why, wcap,
+		 "the de_DE.UTF-8 made with localedef has no "
+		 "comma for a decimal point");
+	return false;
+}
+
+/* Prometheus reads the numbers with a point, NaN and +-Inf, whatever
+ * locale the program set for itself. */
+static void test_locale(void **state)
+{
+	struct ao_metrics m;
+	char why[160], tmp[32];
+	bool ok = comma_locale(t_locdir, sizeof(t_locdir), why, sizeof(why));
+	locale_t de;
+
+	(void)state;
+	if (ok) {
+		/* It is in effect: printf itself writes a comma. */
+		snprintf(tmp, sizeof(tmp), "%g", 0.5);
+		assert_string_equal(tmp, "0,5");
+		ao_metrics_init(&m);
+		assert_int_equal(ao_metrics_double(&m, "y", NULL, 0.5), 0);
+		assert_int_equal(ao_metrics_double(&m, "y", NULL, -1234.125),
+				 0);
+		assert_int_equal(ao_metrics_double(&m, "y", NULL, 0x1p-20), 0);
+		assert_int_equal(ao_metrics_double(&m, "y", NULL, NAN), 0);
+		assert_int_equal(ao_metrics_double(&m, "y", NULL, -NAN), 0);
+		assert_int_equal(ao_metrics_double(&m, "y", NULL, INFINITY), 0);
+		assert_int_equal(ao_metrics_double(&m, "y", NULL, -INFINITY),
+				 0);
+		assert_string_equal(m.buf, "y 0.5\n"
+					   "y -1234.125\n"
+					   "y 9.5367431640625e-07\n"
+					   "y NaN\n"
+					   "y NaN\n"
+					   "y +Inf\n"
+					   "y -Inf\n");
+		ao_metrics_free(&m);
+		/* The program's locale is left as it was. */
+		snprintf(tmp, sizeof(tmp), "%g", 0.5);
+		assert_string_equal(tmp, "0,5");
+		/* A thread's own locale (uselocale()) too. */
+		de = newlocale(LC_ALL_MASK, setlocale(LC_ALL, NULL),
+			       (locale_t)0);
+		setlocale(LC_ALL, "C");
+		assert_non_null(de);
+		uselocale(de);
+		snprintf(tmp, sizeof(tmp), "%g", 0.5);
+		assert_string_equal(tmp, "0,5");
+		ao_metrics_init(&m);
+		assert_int_equal(ao_metrics_double(&m, "y", NULL, 2.5), 0);
+		assert_string_equal(m.buf, "y 2.5\n");
+		ao_metrics_free(&m);
+		assert_true(uselocale((locale_t)0) == de);
+		uselocale(LC_GLOBAL_LOCALE);
+		freelocale(de);
+	}
+	if (!ok) {
+		print_message("skip: %s\n", why);
+		skip();
+	}
+}
+
+/* After test_locale, passed or not: the C locale, no made locale. */
+static int locale_teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	uselocale(LC_GLOBAL_LOCALE);
+	setlocale(LC_ALL, "C");
+	if (t_locdir[0]) {
+		unsetenv("LOCPATH");
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", t_locdir);
+		t_locdir[0] = '\0';
+		if (system(cmd) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -269,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_grows),
 		cmocka_unit_test(test_server),
+		cmocka_unit_test_teardown(test_locale, locale_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,7 +32,9 @@ AO_API void ao_metrics_free(struct ao_metrics *m);
 AO_API int ao_metrics_family(struct ao_metrics *m, const char *name,
 			     const char *type, const char *help);
 /* One sample: name{labels} value; labels "" (or NULL) or a label list
- * such as "reason=\"eof\"" (written as given); 0, -EINVAL, -ENOMEM. */
+ * such as "reason=\"eof\"" (written as given); 0, -EINVAL, -ENOMEM.
+ * A double has a decimal point whatever the locale, or is NaN, +Inf or
+ * -Inf. */
 AO_API int ao_metrics_u64(struct ao_metrics *m, const char *name,
 			  const char *labels, uint64_t v);
 AO_API int ao_metrics_double(struct ao_metrics *m, const char *name,
