@@ -16,8 +16,8 @@
  *		then the kept bytes and the rest go to the byte framer.
  *	HEAD	the request head is gathered (at most ws.header_max bytes, by
  *		ws.header_timeout_ms) and parsed.  An upgrade gets its 101 and
- *		becomes WS (on_open now, not at accept); a plain GET becomes
- *		HTTP (on_http, or a 404); anything else an error answer
+ *		becomes WS (on_open now, not at accept); a plain GET or HEAD
+ *		becomes HTTP (on_http, or a 404); anything else an error answer
  *		(io_http_write_error()), then a graceful close.
  *	WS	frames: io_ws_decode() unmasks in place in the receive buffer;
  *		data chunks are appended to one pool buffer per message, which
@@ -368,7 +368,10 @@ static int http_reply(struct ao_conn *c, int status, const char *type,
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -EINVAL;
 	err = send_bytes(c, head, (size_t)n);
-	if (!err && len)
+	/* A HEAD gets the head of the GET's answer, its Content-Length
+	 * included, and no body (RFC 9110 section 9.3.2).  The request is
+	 * the ring's, read after the acquire of proto in ao_http_reply(). */
+	if (!err && len && !c->ws->req.head)
 		err = send_bytes(c, body, len);
 	if (err == -ENOTCONN)
 		err = -EPIPE;
@@ -416,6 +419,7 @@ static void http_run(struct ao_work *wk)
 	struct ao_http_request req = {
 		.path = w->req.path,
 		.path_len = w->req.path_len,
+		.head = w->req.head,
 	};
 
 	h->on_http(c, &req, h->arg);

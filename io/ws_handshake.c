@@ -13,7 +13,9 @@
  * than 0 or with Transfer-Encoding is refused, so that no bytes of a body
  * are ever read as frames).
  *
- * An upgrade needs GET, HTTP/1.1 (or a later 1.x), Host, Upgrade with the
+ * Plain requests are GET and HEAD (RFC 9110 section 9.1: a HEAD is
+ * answered as its GET would be, without the body; a HEAD with Upgrade is a
+ * plain one).  An upgrade needs GET, HTTP/1.1 (or a later 1.x), Host, Upgrade with the
  * token "websocket", Connection with the token "upgrade" (both lists,
  * case-insensitive, possibly over several header lines), one
  * Sec-WebSocket-Key that is the base64 of 16 bytes, and
@@ -23,7 +25,7 @@
  * none in common leaves it unset (the caller decides whether to refuse).
  * Sec-WebSocket-Extensions is ignored: permessage-deflate is declined by
  * not answering it (see io/ws.c).  A GET without Upgrade: websocket is a
- * plain request, for /metrics and static files.
+ * plain request, for /metrics and static files; other methods get 405.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -188,7 +190,10 @@ static int http_request_line(const uint8_t *p, size_t n,
 	if (p[i + 5] != '1')
 		return 505;
 	req->http10 = p[i + 7] == '0';
-	if (m != 3 || memcmp(p, "GET", 3))
+	/* GET and HEAD, which a general-purpose server must both support
+	 * (RFC 9110 section 9.1). */
+	req->head = m == 4 && !memcmp(p, "HEAD", 4);
+	if (!req->head && (m != 3 || memcmp(p, "GET", 3)))
 		return 405;
 	/* Origin-form only: a path (absolute-form is for proxies). */
 	if (p[t0] != '/')
@@ -281,7 +286,10 @@ int io_http_parse(const struct io_http_cfg *cfg, const uint8_t *buf, size_t len,
 	}
 	if (h.body || h.hosts > 1 || (!req->http10 && !h.hosts))
 		return http_fail(req, 400);
-	if (!h.up_ws) {
+	/* A HEAD is answered as its GET would be, but with no body: not
+	 * with a 101, which the upgrade's GET would get (a server may
+	 * ignore Upgrade, RFC 9110 section 7.8). */
+	if (!h.up_ws || req->head) {
 		req->kind = IO_HTTP_GET;
 		return (int)end;
 	}
@@ -421,7 +429,7 @@ const char *io_http_reason(int status)
 
 int io_http_write_error(char *dst, size_t cap, int status)
 {
-	const char *extra = status == 405 ? "Allow: GET\r\n" :
+	const char *extra = status == 405 ? "Allow: GET, HEAD\r\n" :
 			    status == 426 ? "Sec-WebSocket-Version: 13\r\n"
 					    "Upgrade: websocket\r\n" :
 					    "";

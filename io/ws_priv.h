@@ -84,7 +84,7 @@ static inline bool io_utf8_complete(const struct io_utf8 *u)
 enum io_http_kind {
 	IO_HTTP_NONE, /* nothing yet, or an error */
 	IO_HTTP_UPGRADE, /* a valid WebSocket upgrade */
-	IO_HTTP_GET, /* a plain GET (no Upgrade: websocket) */
+	IO_HTTP_GET, /* a plain GET (no Upgrade: websocket), or a HEAD */
 };
 
 /* The server's side of the handshake. */
@@ -104,6 +104,7 @@ struct io_http_req {
 	char key[IO_WS_KEY_LEN + 1]; /* Sec-WebSocket-Key (UPGRADE) */
 	int protocol; /* index into cfg->protocols, or -1 */
 	bool http10; /* the request said HTTP/1.0 (plain GET only) */
+	bool head; /* a HEAD (kind GET): the answer without its body */
 	/* Private: how far the end-of-head search got. */
 	size_t scanned;
 };
@@ -114,7 +115,7 @@ struct io_http_req {
  * complete yet, the head's length (bytes consumed) when it is, with
  * req->kind UPGRADE or GET; or a negative errno with req->status the HTTP
  * status to answer: 400 (malformed, or an upgrade missing what RFC 6455
- * requires), 405 (not GET), 413 (the head is over cfg->max_request), 426
+ * requires), 405 (neither GET nor HEAD), 413 (the head is over cfg->max_request), 426
  * (an unsupported Sec-WebSocket-Version: answer with
  * io_http_write_error(), which names version 13).
  */
@@ -135,8 +136,8 @@ void io_ws_accept(const char *key, size_t key_len,
  * it does not fit in cap bytes. */
 int io_ws_write_accept(char *dst, size_t cap, const struct io_http_cfg *cfg,
 		       const struct io_http_req *req);
-/* An error answer (Connection: close, no body; 405 lists Allow: GET, 426
- * Sec-WebSocket-Version: 13); returns its length or -ENOSPC. */
+/* An error answer (Connection: close, no body; 405 lists Allow: GET,
+ * HEAD, 426 Sec-WebSocket-Version: 13); returns its length or -ENOSPC. */
 int io_http_write_error(char *dst, size_t cap, int status);
 /* The reason phrase of a status ("Bad Request"); "Error" if unknown. */
 const char *io_http_reason(int status);

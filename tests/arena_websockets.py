@@ -401,7 +401,14 @@ async def http(port):
         check(st == 404, "/ without a viewer: %d" % st)
     st, _, _ = get(port, "/no/such/file")
     check(st == 404, "/no/such/file: %d" % st)
-    for method in ("POST", "HEAD", "DELETE", "OPTIONS"):
+    # HEAD is answered as GET is, without the body (RFC 9110 9.1).
+    r = urllib.request.Request("http://127.0.0.1:%d/metrics" % port,
+                               method="HEAD")
+    with urllib.request.urlopen(r, timeout=10) as resp:
+        n = int(resp.headers.get("Content-Length", "0"))
+        check(resp.status == 200 and n > 0 and resp.read() == b"",
+              "HEAD /metrics: %d, Content-Length %d" % (resp.status, n))
+    for method in ("POST", "DELETE", "OPTIONS"):
         r = urllib.request.Request("http://127.0.0.1:%d/metrics" % port,
                                    method=method)
         try:

@@ -478,7 +478,9 @@ static void test_upgrade_426_405_505(void **state)
 			      REQ_VER "\r\n",
 		      405);
 	expect_status("get /play HTTP/1.1\r\n" REQ_HOST "\r\n", 405);
-	expect_status("HEAD / HTTP/1.1\r\n" REQ_HOST "\r\n", 405);
+	expect_status("head / HTTP/1.1\r\n" REQ_HOST "\r\n", 405);
+	expect_status("HEADS / HTTP/1.1\r\n" REQ_HOST "\r\n", 405);
+	expect_status("PUT / HTTP/1.1\r\n" REQ_HOST "\r\n", 405);
 	expect_status("GET / HTTP/2.0\r\n" REQ_HOST "\r\n", 505);
 }
 
@@ -556,6 +558,35 @@ static void test_plain_get(void **state)
 	/* A later 1.x minor version is 1.1. */
 	assert_true(parse1("GET / HTTP/1.2\r\nHost: a\r\n\r\n", &req) > 0);
 	assert_false(req.http10);
+	assert_false(req.head);
+}
+
+/* HEAD is a plain request as GET is (RFC 9110 section 9.1), even with
+ * the headers of an upgrade; its own rules are GET's. */
+static void test_plain_head(void **state)
+{
+	static const char s[] = "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct io_http_req req;
+
+	(void)state;
+	assert_int_equal(parse_split(s, &req), strlen(s));
+	assert_int_equal(req.kind, IO_HTTP_GET);
+	assert_true(req.head);
+	assert_int_equal(req.path_len, 8);
+	assert_memory_equal(req.path, "/metrics", 8);
+	assert_true(parse1("HEAD / HTTP/1.0\r\n\r\n", &req) > 0);
+	assert_true(req.head);
+	assert_true(req.http10);
+	assert_true(parse1("HEAD /play HTTP/1.1\r\n" REQ_HOST REQ_UP REQ_CONN
+				   REQ_KEY REQ_VER "\r\n",
+			   &req) > 0);
+	assert_int_equal(req.kind, IO_HTTP_GET);
+	assert_true(req.head);
+	assert_true(parse1(REQ_OK "\r\n", &req) > 0);
+	assert_false(req.head);
+	expect_status("HEAD / HTTP/1.1\r\n\r\n", 400);
+	expect_status("HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n",
+		      400);
 }
 
 static void test_http_errors_sniff(void **state)
@@ -571,7 +602,7 @@ static void test_http_errors_sniff(void **state)
 	assert_non_null(strstr(out, "\r\nUpgrade: websocket\r\n"));
 	assert_non_null(strstr(out, "\r\nConnection: Upgrade, close\r\n"));
 	assert_true(io_http_write_error(out, sizeof(out), 405) > 0);
-	assert_non_null(strstr(out, "\r\nAllow: GET\r\n"));
+	assert_non_null(strstr(out, "\r\nAllow: GET, HEAD\r\n"));
 	n = io_http_write_error(out, sizeof(out), 400);
 	assert_int_equal(n, strlen(out));
 	assert_string_equal(out, "HTTP/1.1 400 Bad Request\r\n"
@@ -1340,6 +1371,7 @@ int main(void)
 		cmocka_unit_test(test_upgrade_426_405_505),
 		cmocka_unit_test(test_upgrade_413),
 		cmocka_unit_test(test_plain_get),
+		cmocka_unit_test(test_plain_head),
 		cmocka_unit_test(test_http_errors_sniff),
 		cmocka_unit_test(test_frame_rfc_examples),
 		cmocka_unit_test(test_frame_lengths),

@@ -27,7 +27,7 @@
 /* ---- what the handlers saw ---- */
 
 static uint32_t t_closes[AO_CLOSE_NR];
-static uint32_t t_opens, t_errors, t_https;
+static uint32_t t_opens, t_errors, t_https, t_heads;
 static struct ao_conn *t_conns[1100];
 static uint32_t t_nconns;
 static struct ao_conn *t_http_conn;
@@ -39,6 +39,7 @@ static void reset_counters(void)
 	__atomic_store_n(&t_opens, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t_errors, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t_https, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t_heads, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t_nconns, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t_slots, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t_http_conn, NULL, __ATOMIC_RELAXED);
@@ -93,6 +94,8 @@ static void h_http(struct ao_conn *c, const struct ao_http_request *req,
 
 	(void)arg;
 	__atomic_fetch_add(&t_https, 1, __ATOMIC_RELEASE);
+	if (req->head)
+		__atomic_fetch_add(&t_heads, 1, __ATOMIC_RELEASE);
 	if (ao_conn_proto(c) != AO_CONN_HTTP)
 		__atomic_fetch_add(&t_errors, 1, __ATOMIC_RELAXED);
 	if (req->path_len == 6 && !memcmp(req->path, "/later", 6)) {
@@ -938,6 +941,89 @@ static void test_http_status(void **state)
 	t_watchdog_disarm();
 }
 
+/* The whole answer to raw request req. */
+static void http_raw(uint16_t port, const char *req, char *resp, size_t cap)
+{
+	size_t n;
+	int fd = t_cl_connect(port);
+
+	cl_puts(fd, req);
+	n = cl_read_all(fd, resp, cap);
+	resp[n] = '\0';
+	close(fd);
+}
+
+/*
+ * HEAD (RFC 9110 section 9.3.2): on_http sees it (req->head) and answers
+ * as for GET; the client gets the same status line and headers, the
+ * Content-Length of the body included, and no body.  The same for the
+ * library's own 404 (no on_http) and its errors.
+ */
+static void test_http_head(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	char resp[1024];
+
+	base_config(state, &cfg);
+	t_watchdog_arm(30, "http head");
+	srv = start(&cfg);
+	http_raw(ao_server_port(srv),
+		 "HEAD /index.html HTTP/1.1\r\nHost: x\r\n\r\n", resp,
+		 sizeof(resp));
+	assert_true(starts(resp, "HTTP/1.1 200 OK\r\n"));
+	/* "path /index.html", as a GET gets it. */
+	assert_non_null(strstr(resp, "\r\nContent-Length: 16\r\n"));
+	assert_non_null(strstr(resp, "\r\nContent-Type: text/plain\r\n"));
+	assert_string_equal(strstr(resp, "\r\n\r\n"), "\r\n\r\n");
+	assert_int_equal(__atomic_load_n(&t_heads, __ATOMIC_ACQUIRE), 1);
+	/* The GET's answer, for comparison, and GETs are not HEADs. */
+	http_get(ao_server_port(srv), "/index.html", resp, sizeof(resp));
+	assert_non_null(strstr(resp, "\r\n\r\npath /index.html"));
+	assert_int_equal(__atomic_load_n(&t_heads, __ATOMIC_ACQUIRE), 1);
+	/* HTTP/1.0, and with the headers of an upgrade: still plain. */
+	http_raw(ao_server_port(srv), "HEAD /a HTTP/1.0\r\n\r\n", resp,
+		 sizeof(resp));
+	assert_true(starts(resp, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(resp, "\r\nContent-Length: 7\r\n"));
+	assert_string_equal(strstr(resp, "\r\n\r\n"), "\r\n\r\n");
+	http_raw(ao_server_port(srv),
+		 "HEAD /play HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+		 "Connection: Upgrade\r\n"
+		 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+		 "Sec-WebSocket-Version: 13\r\n\r\n",
+		 resp, sizeof(resp));
+	assert_true(starts(resp, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(resp, "\r\nContent-Length: 10\r\n"));
+	assert_string_equal(strstr(resp, "\r\n\r\n"), "\r\n\r\n");
+	/* An error answer has no body either way. */
+	http_raw(ao_server_port(srv), "HEAD / HTTP/1.1\r\n\r\n", resp,
+		 sizeof(resp));
+	assert_true(starts(resp, "HTTP/1.1 400 "));
+	assert_string_equal(strstr(resp, "\r\n\r\n"), "\r\n\r\n");
+	/* 405 names HEAD among the methods allowed. */
+	http_raw(ao_server_port(srv), "POST / HTTP/1.1\r\nHost: x\r\n\r\n",
+		 resp, sizeof(resp));
+	assert_true(starts(resp, "HTTP/1.1 405 "));
+	assert_non_null(strstr(resp, "\r\nAllow: GET, HEAD\r\n"));
+	WAIT_UNTIL(stats(srv).open == 0, 5000);
+	assert_int_equal(stats(srv).http_requests, 4);
+	assert_int_equal(__atomic_load_n(&t_heads, __ATOMIC_ACQUIRE), 3);
+	finish(srv);
+	/* The library's own 404: its Content-Length, no body. */
+	base_config(state, &cfg);
+	cfg.handlers.on_http = NULL;
+	srv = start(&cfg);
+	http_raw(ao_server_port(srv), "HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n",
+		 resp, sizeof(resp));
+	assert_true(starts(resp, "HTTP/1.1 404 "));
+	assert_non_null(strstr(resp, "\r\nContent-Length: 10\r\n"));
+	assert_string_equal(strstr(resp, "\r\n\r\n"), "\r\n\r\n");
+	WAIT_UNTIL(stats(srv).open == 0, 5000);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
 static int t_late_ret;
 
 static void *late_reply(void *arg)
@@ -1381,6 +1467,7 @@ int main(void)
 		ALL_MODES(test_http_get),
 		BOTH(test_http_404),
 		ALL_MODES(test_http_status),
+		ALL_MODES(test_http_head),
 		ALL_MODES(test_http_half_close),
 		ALL_MODES(test_sniff_len16),
 		BOTH(test_broadcast_1),

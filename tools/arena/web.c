@@ -3,8 +3,9 @@
  * ao-arena's plain HTTP, on the game's port (AO_SERVER_HTTP): GET /metrics
  * in Prometheus' text format, GET / (the viewer's index.html) and the
  * viewer's files, embedded in the program at build time (embed.sh), and
- * 404 for anything else.  io/ answers the methods other than GET (405),
- * bounds the request head and closes the connection after the answer.
+ * 404 for anything else.  io/ answers a HEAD as its GET without the body
+ * and the other methods with 405, bounds the request head and closes the
+ * connection after the answer.
  */
 #include <string.h>
 #include <aorta/io/conn.h>

@@ -44,6 +44,8 @@ struct ao_http_request {
 	const char *path; /* request target (origin-form), not NUL-terminated;
 			   * valid during on_http */
 	size_t path_len;
+	bool head; /* HEAD, not GET: answer as for GET, ao_http_reply()
+		    * sends the head (Content-Length too) but no body */
 };
 
 /* Handlers; each runs on the connection's strand (on the ring thread with
@@ -61,11 +63,11 @@ struct ao_server_handlers {
 	/* The connection closed; the last handler it gets. */
 	void (*on_close)(struct ao_conn *c, enum ao_close_reason why,
 			 void *arg);
-	/* A plain HTTP GET (AO_FRAME_WS or AO_SERVER_HTTP): answer it with
-	 * ao_http_reply(), during the call or later from any thread; the
-	 * connection closes after the answer (no keep-alive).  NULL: every
-	 * plain GET gets 404.  on_open/on_close are NOT called for plain
-	 * HTTP connections. */
+	/* A plain HTTP GET or HEAD (AO_FRAME_WS or AO_SERVER_HTTP): answer
+	 * it with ao_http_reply(), during the call or later from any thread;
+	 * the connection closes after the answer (no keep-alive).  NULL:
+	 * every plain request gets 404.  on_open/on_close are NOT called
+	 * for plain HTTP connections. */
 	void (*on_http)(struct ao_conn *c, const struct ao_http_request *req,
 			void *arg);
 	void *arg;
