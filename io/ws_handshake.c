@@ -7,7 +7,8 @@
  * end of the head (CRLF CRLF) only in the bytes it has not searched yet
  * (req->scanned), so a client sending a byte at a time costs a linear
  * amount of work, and bounds the head at cfg->max_request (413); a bare LF
- * on the way is a 400 at once, as the end would never come.  Once the
+ * on the way is a 400 at once, as the end would never come.  Empty lines
+ * (CRLF) before the request line are skipped, counted in the bound.  Once the
  * head is complete it is parsed once, strictly: CRLF line ends, no folded
  * lines, no control characters, no body (a GET with Content-Length other
  * than 0 or with Transfer-Encoding is refused, so that no bytes of a body
@@ -164,11 +165,63 @@ static void http_header(struct http_head *h, const uint8_t *name, size_t nlen,
 	}
 }
 
+static bool is_alpha(uint8_t c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/*
+ * The path of the request target [t0, t1) in [*ps, *pe): the target in
+ * origin-form ("/path?query"); in absolute-form
+ * ("http://host:port/path?query", which a server MUST accept, RFC 9112
+ * section 3.2.2) what follows the authority, the scheme and the authority
+ * being ignored as Host is.  An absolute-form without a path is "/" (RFC
+ * 9110 section 4.2.3): the last '/' of "://".
+ * 0 or 400 (asterisk-form, no host, userinfo, a query with no path).
+ */
+static int http_target(const uint8_t *p, size_t t0, size_t t1, size_t *ps,
+		       size_t *pe)
+{
+	size_t i = t0, a;
+
+	*pe = t1;
+	if (p[t0] == '/') {
+		*ps = t0;
+		return 0;
+	}
+	/* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) */
+	if (!is_alpha(p[i]))
+		return 400;
+	while (i < t1 && (is_alpha(p[i]) || (p[i] >= '0' && p[i] <= '9') ||
+			  p[i] == '+' || p[i] == '-' || p[i] == '.'))
+		i++;
+	if (t1 - i < 3 || memcmp(p + i, "://", 3))
+		return 400;
+	a = i + 3;
+	for (i = a; i < t1 && p[i] != '/' && p[i] != '?' && p[i] != '#'; i++)
+		/* RFC 9110 section 4.2.4: userinfo is an error. */
+		if (p[i] == '@')
+			return 400;
+	if (i == a)
+		return 400;
+	if (i == t1) {
+		*ps = a - 1;
+		*pe = a;
+		return 0;
+	}
+	/* "http://host?q" would need a '/' that is not in the buffer. */
+	if (p[i] != '/')
+		return 400;
+	*ps = i;
+	return 0;
+}
+
 /* The request line: method SP target SP version.  0 or an HTTP status. */
 static int http_request_line(const uint8_t *p, size_t n,
 			     struct io_http_req *req)
 {
-	size_t i = 0, m, t0, t1;
+	size_t i = 0, m, t0, t1, ps, pe;
+	int st;
 
 	while (i < n && is_tchar(p[i]))
 		i++;
@@ -195,11 +248,11 @@ static int http_request_line(const uint8_t *p, size_t n,
 	req->head = m == 4 && !memcmp(p, "HEAD", 4);
 	if (!req->head && (m != 3 || memcmp(p, "GET", 3)))
 		return 405;
-	/* Origin-form only: a path (absolute-form is for proxies). */
-	if (p[t0] != '/')
-		return 400;
-	req->path = (const char *)p + t0;
-	req->path_len = t1 - t0;
+	st = http_target(p, t0, t1, &ps, &pe);
+	if (st)
+		return st;
+	req->path = (const char *)p + ps;
+	req->path_len = pe - ps;
 	return 0;
 }
 
@@ -210,22 +263,34 @@ static int http_request_line(const uint8_t *p, size_t n,
  * Only the first max bytes are looked at: past them is 413.
  */
 static int http_find_end(const uint8_t *buf, size_t len, size_t max,
-			 size_t *scanned, size_t *end)
+			 struct io_http_req *req, size_t *end)
 {
 	size_t i;
 
 	*end = 0;
-	for (i = *scanned; i < len && i < max; i++) {
+	for (i = req->scanned; i < len && i < max; i++) {
+		if (i == req->start && buf[i] == '\r') {
+			/* An empty line before the request line, which a
+			 * server SHOULD ignore (RFC 9112 section 2.2): a
+			 * client may end its previous body with CRLF. */
+			if (i + 1 == len)
+				break; /* its LF is yet to come */
+			if (buf[i + 1] != '\n')
+				return -EPROTO;
+			req->start = ++i + 1;
+			continue;
+		}
 		if (buf[i] != '\n')
 			continue;
 		if (!i || buf[i - 1] != '\r')
 			return -EPROTO;
-		if (i >= 3 && buf[i - 3] == '\r' && buf[i - 2] == '\n') {
+		if (i >= req->start + 3 && buf[i - 3] == '\r' &&
+		    buf[i - 2] == '\n') {
 			*end = i + 1;
 			return 0;
 		}
 	}
-	*scanned = i;
+	req->scanned = i;
 	return 0;
 }
 
@@ -240,7 +305,7 @@ int io_http_parse(const struct io_http_cfg *cfg, const uint8_t *buf, size_t len,
 
 	req->kind = IO_HTTP_NONE;
 	req->protocol = -1;
-	if (http_find_end(buf, len, max, &req->scanned, &end))
+	if (http_find_end(buf, len, max, req, &end))
 		return http_fail(req, 400);
 	if (!end)
 		return len >= max ? http_fail(req, 413) : 0;
@@ -252,12 +317,12 @@ int io_http_parse(const struct io_http_cfg *cfg, const uint8_t *buf, size_t len,
 	for (i = 0; i < end; i++)
 		if (buf[i] == '\n' && (i == 0 || buf[i - 1] != '\r'))
 			return http_fail(req, 400);
-	le = 0;
+	le = req->start;
 	while (buf[le] != '\r')
 		le++;
 	if (buf[le + 1] != '\n')
 		return http_fail(req, 400);
-	st = http_request_line(buf, le, req);
+	st = http_request_line(buf + req->start, le - req->start, req);
 	if (st)
 		return http_fail(req, st);
 	for (ls = le + 2; ls < end - 2; ls = le + 2) {

@@ -99,14 +99,16 @@ struct io_http_req {
 	/* Out, once complete. */
 	enum io_http_kind kind;
 	int status; /* on error: the HTTP status to answer */
-	const char *path; /* request target (origin-form), in the buffer */
+	const char *path; /* request target's path (origin-form), in the
+			   * buffer */
 	size_t path_len;
 	char key[IO_WS_KEY_LEN + 1]; /* Sec-WebSocket-Key (UPGRADE) */
 	int protocol; /* index into cfg->protocols, or -1 */
 	bool http10; /* the request said HTTP/1.0 (plain GET only) */
 	bool head; /* a HEAD (kind GET): the answer without its body */
-	/* Private: how far the end-of-head search got. */
-	size_t scanned;
+	/* Private: how far the end-of-head search got; where the request
+	 * line starts (after empty lines). */
+	size_t scanned, start;
 };
 
 /*

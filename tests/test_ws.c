@@ -453,16 +453,87 @@ static void test_upgrade_400(void **state)
 	expect_status("GET /play\r\n" REQ_HOST "\r\n", 400);
 	expect_status("GET /play HTTP/11\r\n" REQ_HOST "\r\n", 400);
 	expect_status("GET /play HTTX/1.1\r\n" REQ_HOST "\r\n", 400);
-	expect_status("GET http://a/play HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
 	expect_status("GET * HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
-	expect_status("\r\n\r\n", 400);
-	expect_status("\r\nGET / HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
 	/* Lines ended by LF alone never make CRLF CRLF: refused at the
 	 * first bare LF, not left waiting for the deadline. */
 	expect_status("GET / HTTP/1.1\nHost: a\n\n", 400);
 	expect_status("GET / HTTP/1.0\n\n", 400);
 	expect_status(REQ_LINE "Host: a\n\r\n", 400);
 	expect_status("\n", 400);
+}
+
+/* A request's path, and its kind, parsed whole and split. */
+static void expect_path(const char *s, enum io_http_kind kind, const char *path)
+{
+	struct io_http_req req;
+
+	if (parse_split(s, &req) != (int)strlen(s))
+		fail_msg("not parsed whole: %s", s);
+	assert_int_equal(req.kind, kind);
+	assert_int_equal(req.path_len, strlen(path));
+	assert_memory_equal(req.path, path, strlen(path));
+	/* In the request, as the server's buffer keeps it. */
+	assert_true(req.path > s && req.path + req.path_len < s + strlen(s));
+}
+
+/*
+ * RFC 9112 section 3.2.2: a server MUST accept the absolute-form; its
+ * path is what the handler sees (scheme and authority ignored).  Section
+ * 2.2: empty lines before the request line are ignored.
+ */
+static void test_target_forms(void **state)
+{
+	struct io_http_cfg small = { .max_request = 64 };
+	struct io_http_req req;
+	char s[80];
+
+	(void)state;
+	expect_path("GET http://a/play HTTP/1.1\r\n" REQ_HOST "\r\n",
+		    IO_HTTP_GET, "/play");
+	expect_path("GET HTTP://example.com:8080/a/b?c=d HTTP/1.1\r\n" REQ_HOST
+		    "\r\n",
+		    IO_HTTP_GET, "/a/b?c=d");
+	expect_path("GET https://[::1]:80 HTTP/1.1\r\n" REQ_HOST "\r\n",
+		    IO_HTTP_GET, "/");
+	expect_path("HEAD x-y.z+1://h/ HTTP/1.0\r\n\r\n", IO_HTTP_GET, "/");
+	expect_path(
+		"GET http://127.0.0.1:8080/play HTTP/1.1\r\n" REQ_HOST REQ_UP
+			REQ_CONN REQ_KEY REQ_VER "\r\n",
+		IO_HTTP_UPGRADE, "/play");
+	/* Not a target: no host, userinfo, no path before the query, not
+	 * a scheme, asterisk-form. */
+	expect_status("GET http:///a HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("GET http:// HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("GET http://u@h/ HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("GET http://h?q HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("GET http://h#f HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("GET 1http://h/ HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("GET http:/h/ HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("GET ht%tp://h/ HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("GET h/ HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("GET http HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	/* Empty lines first. */
+	expect_path("\r\nGET /a HTTP/1.1\r\n" REQ_HOST "\r\n", IO_HTTP_GET,
+		    "/a");
+	expect_path("\r\n\r\n\r\n" REQ_OK "\r\n", IO_HTTP_UPGRADE, "/play");
+	assert_int_equal(parse1("\r", &req), 0);
+	assert_int_equal(parse1("\r\n", &req), 0);
+	assert_int_equal(parse1("\r\n\r\n", &req), 0);
+	assert_int_equal(parse1("\r\n\r\nGET / HTTP/1.1\r\n", &req), 0);
+	/* ... but a bare LF or CR among them is still a 400 at once. */
+	expect_status("\n", 400);
+	expect_status("\r\n\n", 400);
+	expect_status("\rGET / HTTP/1.1\r\n" REQ_HOST "\r\n", 400);
+	expect_status("\r\nGET / HTTP/1.1\n" REQ_HOST "\r\n", 400);
+	/* ... and they count in the bound. */
+	memset(s, 0, sizeof(s));
+	for (size_t i = 0; i < 64; i += 2)
+		memcpy(s + i, "\r\n", 2);
+	memset(&req, 0, sizeof(req));
+	assert_int_equal(io_http_parse(&small, (uint8_t *)s, 62, &req), 0);
+	assert_int_equal(io_http_parse(&small, (uint8_t *)s, 64, &req),
+			 -EMSGSIZE);
+	assert_int_equal(req.status, 413);
 }
 
 static void test_upgrade_426_405_505(void **state)
@@ -1368,6 +1439,7 @@ int main(void)
 		cmocka_unit_test(test_upgrade_browser),
 		cmocka_unit_test(test_upgrade_protocols),
 		cmocka_unit_test(test_upgrade_400),
+		cmocka_unit_test(test_target_forms),
 		cmocka_unit_test(test_upgrade_426_405_505),
 		cmocka_unit_test(test_upgrade_413),
 		cmocka_unit_test(test_plain_get),

@@ -1024,6 +1024,47 @@ static void test_http_head(void **state)
 	t_watchdog_disarm();
 }
 
+/*
+ * What clients we did not write send: the absolute-form of a target (RFC
+ * 9112 section 3.2.2: a server MUST accept it), seen by on_http as its
+ * path; empty lines before the request line (section 2.2), in pieces.
+ */
+static void test_http_target_forms(void **state)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	char resp[1024];
+	int fd;
+
+	base_config(state, &cfg);
+	t_watchdog_arm(30, "http target forms");
+	srv = start(&cfg);
+	http_raw(ao_server_port(srv),
+		 "GET http://example.com:80/abs?q=1 HTTP/1.1\r\nHost: x\r\n"
+		 "\r\n",
+		 resp, sizeof(resp));
+	assert_true(starts(resp, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strstr(resp, "\r\n\r\npath /abs?q=1"));
+	http_raw(ao_server_port(srv),
+		 "GET http://example.com HTTP/1.1\r\nHost: x\r\n\r\n", resp,
+		 sizeof(resp));
+	assert_non_null(strstr(resp, "\r\n\r\npath /"));
+	fd = t_cl_connect(ao_server_port(srv));
+	cl_puts(fd, "\r");
+	t_sleep_ns(20000000);
+	cl_puts(fd, "\n\r\n");
+	t_sleep_ns(20000000);
+	cl_puts(fd, "GET /after HTTP/1.1\r\nHost: x\r\n\r\n");
+	read_answer(fd, "HTTP/1.1 200 OK\r\n", "\r\n\r\npath /after");
+	/* A bare LF is still a 400 at once. */
+	expect_refused(srv, "\r\n\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", "400",
+		       2000);
+	WAIT_UNTIL(stats(srv).open == 0, 5000);
+	assert_int_equal(stats(srv).http_requests, 3);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
 static int t_late_ret;
 
 static void *late_reply(void *arg)
@@ -1468,6 +1509,7 @@ int main(void)
 		BOTH(test_http_404),
 		ALL_MODES(test_http_status),
 		ALL_MODES(test_http_head),
+		BOTH(test_http_target_forms),
 		ALL_MODES(test_http_half_close),
 		ALL_MODES(test_sniff_len16),
 		BOTH(test_broadcast_1),

@@ -41,8 +41,9 @@ enum ao_io_backend {
 
 /* A plain HTTP request (see on_http). */
 struct ao_http_request {
-	const char *path; /* request target (origin-form), not NUL-terminated;
-			   * valid during on_http */
+	const char *path; /* request target in origin-form ("/p?q"; of an
+			   * absolute-form, "http://h/p?q", the same), not
+			   * NUL-terminated; valid during on_http */
 	size_t path_len;
 	bool head; /* HEAD, not GET: answer as for GET, ao_http_reply()
 		    * sends the head (Content-Length too) but no body */
