@@ -567,6 +567,7 @@ static void ws_upgrade(struct ao_conn *c)
 		.protocols = srv->cfg.ws.protocols,
 		.n_protocols = srv->n_protocols,
 		.max_request = srv->cfg.ws.header_max,
+		.origins = srv->cfg.ws.origins,
 	};
 	char out[512];
 	int n = io_ws_write_accept(out, sizeof(out), &hc, &w->req);
@@ -597,6 +598,7 @@ static int ws_head(struct ao_conn *c, uint8_t *p, size_t len, size_t *usedp)
 		.protocols = srv->cfg.ws.protocols,
 		.n_protocols = srv->n_protocols,
 		.max_request = srv->cfg.ws.header_max,
+		.origins = srv->cfg.ws.origins,
 	};
 	uint32_t old = w->head_len;
 	size_t n = w->head_cap - w->head_len, k;

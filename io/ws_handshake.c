@@ -16,16 +16,18 @@
  *
  * Plain requests are GET and HEAD (RFC 9110 section 9.1: a HEAD is
  * answered as its GET would be, without the body; a HEAD with Upgrade is a
- * plain one).  An upgrade needs GET, HTTP/1.1 (or a later 1.x), Host, Upgrade with the
- * token "websocket", Connection with the token "upgrade" (both lists,
- * case-insensitive, possibly over several header lines), one
+ * plain one).  An upgrade needs GET, HTTP/1.1 (or a later 1.x), Host,
+ * Upgrade with the token "websocket", Connection with the token "upgrade"
+ * (both lists, case-insensitive, possibly over several header lines), one
  * Sec-WebSocket-Key that is the base64 of 16 bytes, and
  * Sec-WebSocket-Version 13 (426 naming 13 for another version, 400 when
- * missing).  The subprotocol is the first of the server's list, in the
- * server's order of preference, that the client offered; none offered or
- * none in common leaves it unset (the caller decides whether to refuse).
- * Sec-WebSocket-Extensions is ignored: permessage-deflate is declined by
- * not answering it (see io/ws.c).  A GET without Upgrade: websocket is a
+ * missing), and, when the server lists origins, an Origin among them or
+ * none (403 otherwise: origin_allowed()).  The subprotocol is the first
+ * of the server's list, in the server's order of preference, that the
+ * client offered; none offered or none in common leaves it unset (the
+ * caller decides whether to refuse).  Sec-WebSocket-Extensions is
+ * ignored: permessage-deflate is declined by not answering it (see
+ * io/ws.c).  A GET without Upgrade: websocket is a
  * plain request, for /metrics and static files; other methods get 405.
  */
 #include <errno.h>
@@ -129,12 +131,36 @@ static int http_fail(struct io_http_req *req, int status)
 
 /* What the header lines said. */
 struct http_head {
-	unsigned int hosts, keys, versions;
+	unsigned int hosts, keys, versions, origins;
 	bool up_ws, conn_up, body;
-	const uint8_t *key, *version;
-	size_t key_len, version_len;
+	const uint8_t *key, *version, *origin;
+	size_t key_len, version_len, origin_len;
 	struct proto_pick pick;
 };
+
+/*
+ * Whether an upgrade may come from its Origin (RFC 6455 section 10.2):
+ * a browser sends the origin of the page that opens the WebSocket, so a
+ * server on the player's machine or LAN can refuse the pages of other
+ * sites.  A request without Origin is not a browser's and is allowed;
+ * more than one is not a browser's either (RFC 6454 section 7.3) and is
+ * refused.  Origins are compared whole, ASCII case-insensitively (scheme
+ * and host are case-insensitive).
+ */
+static bool origin_allowed(const struct io_http_cfg *cfg,
+			   const struct http_head *h)
+{
+	const char *const *o;
+
+	if (!cfg->origins || !h->origins)
+		return true;
+	if (h->origins > 1)
+		return false;
+	for (o = cfg->origins; *o; o++)
+		if (eq_nocase(h->origin, h->origin_len, *o))
+			return true;
+	return false;
+}
 
 static void http_header(struct http_head *h, const uint8_t *name, size_t nlen,
 			const uint8_t *v, size_t vlen)
@@ -155,6 +181,10 @@ static void http_header(struct http_head *h, const uint8_t *name, size_t nlen,
 		h->versions++;
 		h->version = v;
 		h->version_len = vlen;
+	} else if (eq_nocase(name, nlen, "origin")) {
+		h->origins++;
+		h->origin = v;
+		h->origin_len = vlen;
 	} else if (eq_nocase(name, nlen, "sec-websocket-protocol")) {
 		list_pick(v, vlen, &h->pick);
 	} else if (eq_nocase(name, nlen, "content-length")) {
@@ -368,6 +398,8 @@ int io_http_parse(const struct io_http_cfg *cfg, const uint8_t *buf, size_t len,
 	    io_base64_decode((const char *)h.key, h.key_len, dec,
 			     sizeof(dec)) != 16)
 		return http_fail(req, 400);
+	if (!origin_allowed(cfg, &h))
+		return http_fail(req, 403);
 	memcpy(req->key, h.key, IO_WS_KEY_LEN);
 	req->key[IO_WS_KEY_LEN] = '\0';
 	if (h.pick.best < (int)cfg->n_protocols)

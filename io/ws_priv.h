@@ -92,6 +92,8 @@ struct io_http_cfg {
 	const char *const *protocols; /* subprotocols, preferred first */
 	unsigned int n_protocols;
 	size_t max_request; /* bound on the head; 0: IO_HTTP_MAX_REQUEST */
+	const char *const *origins; /* Origin values an upgrade may have,
+				     * NULL-terminated; NULL: any */
 };
 
 /* One request: zero it before the first io_http_parse() call. */
@@ -117,7 +119,8 @@ struct io_http_req {
  * complete yet, the head's length (bytes consumed) when it is, with
  * req->kind UPGRADE or GET; or a negative errno with req->status the HTTP
  * status to answer: 400 (malformed, or an upgrade missing what RFC 6455
- * requires), 405 (neither GET nor HEAD), 413 (the head is over cfg->max_request), 426
+ * requires), 403 (an upgrade from an Origin not in cfg->origins), 405
+ * (neither GET nor HEAD), 413 (the head is over cfg->max_request), 426
  * (an unsupported Sec-WebSocket-Version: answer with
  * io_http_write_error(), which names version 13).
  */

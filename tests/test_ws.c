@@ -536,6 +536,78 @@ static void test_target_forms(void **state)
 	assert_int_equal(req.status, 413);
 }
 
+/* With a list of origins, an upgrade from another Origin is refused;
+ * one with none (not a browser) is not. */
+static void test_upgrade_origin(void **state)
+{
+	static const char *const origins[] = { "http://localhost:8080",
+					       "https://game.example", NULL };
+	const struct io_http_cfg ocfg = { .origins = origins };
+	struct io_http_req req;
+	char s[512];
+	size_t i;
+	static const struct {
+		const char *origin;
+		int ret; /* 1: upgrade, else the status */
+	} cases[] = {
+		{ NULL, 1 },
+		{ "Origin: http://localhost:8080\r\n", 1 },
+		{ "Origin: https://game.example\r\n", 1 },
+		{ "origin:HTTPS://Game.Example  \r\n", 1 },
+		{ "Origin: https://evil.example\r\n", 403 },
+		{ "Origin: http://localhost\r\n", 403 },
+		{ "Origin: http://localhost:80800\r\n", 403 },
+		{ "Origin: https://game.example.evil\r\n", 403 },
+		{ "Origin: https://game.exampl\r\n", 403 },
+		{ "Origin: null\r\n", 403 },
+		{ "Origin: \r\n", 403 },
+		/* Two, even both allowed: not a browser's. */
+		{ "Origin: https://game.example\r\n"
+		  "Origin: https://game.example\r\n",
+		  403 },
+	};
+
+	(void)state;
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		snprintf(s, sizeof(s), "%s%s\r\n", REQ_OK,
+			 cases[i].origin ? cases[i].origin : "");
+		memset(&req, 0, sizeof(req));
+		if (cases[i].ret == 1) {
+			assert_int_equal(io_http_parse(&ocfg, (uint8_t *)s,
+						       strlen(s), &req),
+					 (int)strlen(s));
+			assert_int_equal(req.kind, IO_HTTP_UPGRADE);
+			continue;
+		}
+		assert_int_equal(io_http_parse(&ocfg, (uint8_t *)s, strlen(s),
+					       &req),
+				 -EPROTO);
+		assert_int_equal(req.status, cases[i].ret);
+		assert_int_equal(req.kind, IO_HTTP_NONE);
+	}
+	/* Without a list, any Origin. */
+	expect_path(REQ_OK "Origin: https://evil.example\r\n\r\n",
+		    IO_HTTP_UPGRADE, "/play");
+	/* A bad upgrade is a 400 before its Origin is looked at. */
+	snprintf(s, sizeof(s), "%s",
+		 REQ_LINE REQ_HOST REQ_UP REQ_CONN REQ_VER
+		 "Origin: https://evil.example\r\n\r\n");
+	memset(&req, 0, sizeof(req));
+	assert_int_equal(io_http_parse(&ocfg, (uint8_t *)s, strlen(s), &req),
+			 -EPROTO);
+	assert_int_equal(req.status, 400);
+	/* Plain requests are not upgrades: their Origin is on_http's. */
+	snprintf(s, sizeof(s), "%s",
+		 "GET / HTTP/1.1\r\n" REQ_HOST
+		 "Origin: https://evil.example\r\n\r\n");
+	memset(&req, 0, sizeof(req));
+	assert_int_equal(io_http_parse(&ocfg, (uint8_t *)s, strlen(s), &req),
+			 (int)strlen(s));
+	assert_int_equal(req.kind, IO_HTTP_GET);
+	assert_true(io_http_write_error(s, sizeof(s), 403) > 0);
+	assert_ptr_equal(strstr(s, "HTTP/1.1 403 Forbidden\r\n"), s);
+}
+
 static void test_upgrade_426_405_505(void **state)
 {
 	(void)state;
@@ -1440,6 +1512,7 @@ int main(void)
 		cmocka_unit_test(test_upgrade_protocols),
 		cmocka_unit_test(test_upgrade_400),
 		cmocka_unit_test(test_target_forms),
+		cmocka_unit_test(test_upgrade_origin),
 		cmocka_unit_test(test_upgrade_426_405_505),
 		cmocka_unit_test(test_upgrade_413),
 		cmocka_unit_test(test_plain_get),

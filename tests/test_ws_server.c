@@ -732,6 +732,51 @@ static void test_header_limit(void **state)
 	t_watchdog_disarm();
 }
 
+/*
+ * Cross-site WebSocket hijacking: with ws.origins set, a page of another
+ * site (its browser says so in Origin) gets 403 and the close; a listed
+ * Origin, or none (not a browser), gets its WebSocket.
+ */
+static void test_origin(void **state)
+{
+	static const char *const origins[] = { "http://127.0.0.1:8080", NULL };
+	static const char up[] =
+		"GET /play HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+		"Sec-WebSocket-Version: 13\r\n";
+	struct ao_server_config cfg;
+	struct ao_server *srv;
+	char req[512], resp[512];
+	int fd;
+
+	base_config(state, &cfg);
+	cfg.ws.origins = origins;
+	t_watchdog_arm(30, "ws origin");
+	srv = start(&cfg);
+	snprintf(req, sizeof(req), "%sOrigin: http://evil.example\r\n\r\n", up);
+	expect_refused(srv, req, "403", 5000);
+	/* No Origin: a program, not a page. */
+	fd = ws_connect(ao_server_port(srv), NULL);
+	ws_echo_once(fd, "no origin", 9);
+	close(fd);
+	fd = t_cl_connect(ao_server_port(srv));
+	snprintf(req, sizeof(req), "%sOrigin: http://127.0.0.1:8080\r\n\r\n",
+		 up);
+	cl_puts(fd, req);
+	cl_read_head(fd, resp, sizeof(resp));
+	assert_non_null(strstr(resp, "HTTP/1.1 101 "));
+	ws_echo_once(fd, "listed", 6);
+	close(fd);
+	WAIT_UNTIL(stats(srv).open == 0, 5000);
+	assert_int_equal(stats(srv).ws_upgrades, 2);
+	assert_int_equal(stats(srv).closes[AO_CLOSE_HTTP_BAD], 1);
+	assert_int_equal(stats(srv).http_errors, 1);
+	assert_int_equal(__atomic_load_n(&t_opens, __ATOMIC_ACQUIRE), 2);
+	finish(srv);
+	t_watchdog_disarm();
+}
+
 /* ---- plain GETs ---- */
 
 /* Everything up to the server's FIN (at most cap - 1 bytes). */
@@ -1505,6 +1550,7 @@ int main(void)
 		ALL_MODES(test_local_close),
 		BOTH(test_header_deadline),
 		BOTH(test_header_limit),
+		BOTH(test_origin),
 		ALL_MODES(test_http_get),
 		BOTH(test_http_404),
 		ALL_MODES(test_http_status),

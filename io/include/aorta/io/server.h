@@ -100,6 +100,11 @@ struct ao_ws_config {
 	uint32_t ping_ms; /* ping a WebSocket silent this long; 0: 15000 */
 	uint32_t pong_timeout_ms; /* then close if no pong; 0: 10000 */
 	unsigned int flags; /* AO_WS_TEXT: send text frames */
+	const char *const *origins; /* Origin values an upgrade may come
+				     * from ("https://example.com:8443",
+				     * ASCII case-insensitive), NULL-terminated;
+				     * another gets 403 and is closed, none
+				     * (not a browser) is allowed.  NULL: any */
 };
 
 #define AO_WS_KEY_LEN 24 /* a Sec-WebSocket-Key: base64 of 16 bytes */
