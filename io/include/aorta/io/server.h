@@ -88,9 +88,10 @@ struct ao_server_handlers {
 /*
  * WebSocket and HTTP (framing.kind AO_FRAME_WS: a pure WebSocket server;
  * or a byte framing with AO_SERVER_HTTP: a connection whose first bytes
- * are an HTTP GET request line is HTTP, anything else the framing; with
- * len16 that is unambiguous only for max_packet < 0x4745, "GE" read as a
- * length, and ao_server_create() says -EINVAL otherwise).
+ * are an HTTP request line (a method: upper-case letters, a space) is
+ * HTTP, anything else the framing; with len16 that is unambiguous only
+ * for max_packet < 0x4141, "AA" read as a length, and ao_server_create()
+ * says -EINVAL otherwise).
  */
 struct ao_ws_config {
 	const char *const *protocols; /* subprotocols, preferred first,
