@@ -8,11 +8,12 @@
  * (req->scanned), so a client sending a byte at a time costs a linear
  * amount of work, and bounds the head at cfg->max_request (413); a bare LF
  * on the way is a 400 at once, as the end would never come.  Empty lines
- * (CRLF) before the request line are skipped, counted in the bound.  Once the
- * head is complete it is parsed once, strictly: CRLF line ends, no folded
- * lines, no control characters, no body (a GET with Content-Length other
- * than 0 or with Transfer-Encoding is refused, so that no bytes of a body
- * are ever read as frames).
+ * (CRLF) before the request line are skipped, and count in the bound.
+ * Once the head is complete it is parsed once, strictly: CRLF line ends,
+ * no folded lines, no control characters, no body (a GET with
+ * Content-Length other than 0 or with Transfer-Encoding is refused, so
+ * that no bytes of a body are ever read as frames).  The target is
+ * origin-form or absolute-form (http_target()).
  *
  * Plain requests are GET and HEAD (RFC 9110 section 9.1: a HEAD is
  * answered as its GET would be, without the body; a HEAD with Upgrade is a
@@ -27,8 +28,8 @@
  * client offered; none offered or none in common leaves it unset (the
  * caller decides whether to refuse).  Sec-WebSocket-Extensions is
  * ignored: permessage-deflate is declined by not answering it (see
- * io/ws.c).  A GET without Upgrade: websocket is a
- * plain request, for /metrics and static files; other methods get 405.
+ * io/ws.c).  A GET without Upgrade: websocket is a plain request, for
+ * /metrics and static files; other methods get 405.
  */
 #include <errno.h>
 #include <stdio.h>
