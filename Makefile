@@ -562,6 +562,8 @@ verify:
 
 DEPS_PKGS := liburing-dev libcmocka-dev pkg-config mandoc python3 \
 	     python3-websockets prometheus
+# test_metrics makes a comma-decimal locale from its sources (else skips).
+DEPS_PKGS += locales
 # cluster/: the NATS C client and the server its tests start.
 DEPS_PKGS += libnats-dev nats-server
 ifneq ($(filter 1 2,$(C)),)
