@@ -864,8 +864,92 @@ def t_deadlines():
         srv.stop()
 
 
+def read_to_end(c, timeout):
+    """Every message until the end of the stream (or the timeout): the
+    list, and how it ended ("fin", "reset" or "timeout")."""
+    got = []
+    end = time.monotonic() + timeout
+    while True:
+        m = c.recv(max(end - time.monotonic(), 0))
+        if m is None:
+            break
+        got.append(m)
+    if not c.eof:
+        return got, "timeout"
+    return got, "reset" if c.reset else "fin"
+
+
+def filled_victim(srv, good):
+    """A member that stops reading while a chatty neighbour fills its
+    buffers (and then the server's send queue for it) with chat lines,
+    which are never skipped."""
+    v = Client(srv, rcvbuf=4096)
+    v.hello()
+    v.send(v.join_msg())
+    v.expect(JOINED)
+    text = b"f" * 200
+    # Well over what the sockets hold (2 x --sndbuf 4 KiB and the
+    # victim's small receive buffer): the rest waits in the server's
+    # queue, in the 4 MiB bound.
+    for _ in range(6):
+        good.send(*[m_chat(text) for _ in range(48)])
+        n = 0
+        while n < 48:
+            m = good.recv(2)
+            check(m is not None, "the neighbour's chat did not come back")
+            if m["type"] == CHAT_LINE:
+                n += 1
+    return v
+
+
+def t_error_last():
+    """An error that closes is the last message on the connection: not
+    one frame after it, whatever the room sends meanwhile (chat lines,
+    snapshots), and it is never lost.  The member's reader is stopped,
+    so that the graceful close waits for its queue: the window in which
+    a tick could still send after the error is then seconds wide, and
+    each round exercises it (a tick and a chat line run in it)."""
+    srv = Server("--tick-rate=20", "--room-size=8", "--sndbuf=4096",
+                 "--stall-timeout=20s")
+    try:
+        good = player(srv)
+        good.expect(JOINED)
+        for rnd in range(5):
+            v = filled_victim(srv, good)
+            v.send(bytes([0x7f]))  # bad_type: closes
+            time.sleep(0.1)
+            # A line of the room after the error was decided: the
+            # victim is still a member until its close is applied.
+            good.send(m_chat(b"after %d" % rnd))
+            t0 = time.monotonic()
+            while True:
+                m = good.recv(2)
+                check(m is not None, "no echo of the line after")
+                if (m["type"] == CHAT_LINE and
+                        m["text"] == b"after %d" % rnd):
+                    break
+            time.sleep(0.1)  # a tick or two, snapshots included
+            got, how = read_to_end(v, 5)
+            check(how == "fin", "round %d: the victim's stream ended by "
+                  "%s after %d messages" % (rnd, how, len(got)))
+            errs = [i for i, m in enumerate(got) if m["type"] == ERROR]
+            check(len(errs) == 1 and ERRORS.get(got[errs[0]]["code"]) ==
+                  "bad_type", "round %d: errors %r" %
+                  (rnd, [got[i] for i in errs]))
+            after = got[errs[0] + 1:]
+            check(not after, "round %d: %d message(s) after the error "
+                  "that closed it: %s" %
+                  (rnd, len(after), ", ".join(
+                      "0x%02x" % m["type"] for m in after)))
+            v.close()
+            check(time.monotonic() - t0 < 2, "round %d too slow" % rnd)
+        good.close()
+    finally:
+        srv.stop()
+
+
 TESTS = [t_normal_play, t_bad_inputs, t_pipelined, t_slow_reader,
-         t_ack_reader, t_spectator, t_deadlines]
+         t_ack_reader, t_spectator, t_deadlines, t_error_last]
 
 
 def main():

@@ -81,6 +81,14 @@ static void test_deadlines(void **state)
 	scenario("deadlines");
 }
 
+/* An error that closes is the last message, whatever the room sends
+ * meanwhile (a member whose close waits for its queue). */
+static void test_error_last(void **state)
+{
+	(void)state;
+	scenario("error_last");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -91,6 +99,7 @@ int main(void)
 		cmocka_unit_test(test_ack_reader),
 		cmocka_unit_test(test_spectator),
 		cmocka_unit_test(test_deadlines),
+		cmocka_unit_test(test_error_last),
 	};
 
 	have_arena =

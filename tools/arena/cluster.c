@@ -359,7 +359,7 @@ static void send_error(struct player *p, int code)
 	uint8_t msg[AP_LEN_ERROR];
 
 	ap_enc_error(msg, (uint8_t)code);
-	reply(p->a, p->conn, msg, sizeof(msg));
+	player_reply(p, msg, sizeof(msg));
 }
 
 /* ------------------------------------------------------------------ */
@@ -1467,7 +1467,7 @@ static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 				p->last_tick = get32(d + 5 + 7);
 				p->stay_tick = p->last_tick;
 				p->has_tick = true;
-				reply(a, p->conn, d + 5, AP_LEN_JOINED);
+				player_reply(p, d + 5, AP_LEN_JOINED);
 			}
 			d += 5 + AP_LEN_JOINED;
 		} else if (kind == 'E' && d + 6 <= end) {
@@ -1528,10 +1528,9 @@ static void proxy_ctl(struct croom *cr, const uint8_t *d, size_t len)
 				memcpy(b->data, d + 3, n);
 				b->len = (uint32_t)n;
 				for (i = 0; i < r->nmembers; i++)
-					ao_conn_send_packet(r->members[i]->conn,
-							    b);
+					player_send(r->members[i], b);
 				for (i = 0; i < left.n; i++)
-					ao_conn_send_packet(left.p[i]->conn, b);
+					player_send(left.p[i], b);
 				ao_buf_put(b);
 				ADD(a->st.chat_lines, 1);
 			}
@@ -1593,7 +1592,7 @@ static void on_out(struct ao_msg *m, void *arg)
 		 * in on_ack(). */
 		__atomic_store_n(&p->sent_tick, tick, __ATOMIC_RELEASE);
 		__atomic_store_n(&p->sent_any, 1, __ATOMIC_RELEASE);
-		ao_conn_send_packet(p->conn, m->buf);
+		player_send(p, m->buf);
 		sent++;
 	}
 	ADD(a->st.snaps_sent, sent);

@@ -15,8 +15,10 @@
  *
  * Closes.  A protocol error, or the hello or idle deadline (a timer per
  * player on a worker), sends its error message and closes gracefully,
- * so the message arrives before the FIN; a stalled member is closed
- * abortively.  Whoever decides first closes, once (close_player()).
+ * so the message arrives before the FIN, and is the last thing sent:
+ * every send to a player takes its send lock and checks that it is not
+ * closed yet (player_send()); a stalled member is closed abortively.
+ * Whoever decides first closes, once (close_player()).
  *
  * Each room has one strand and one periodic timer on it, so everything
  * the room owns (its members, their positions, its chat numbers) is used
@@ -47,7 +49,7 @@
  * tick (joins_deferred), so a player never sees a tick twice.
  *
  * Lock order: a player's lock, then the lobby lock, then a room's inbox
- * lock.  A player is freed by the room that applies its disconnect, or
+ * lock; a player's send lock is taken last, around a send only.  A player is freed by the room that applies its disconnect, or
  * by the handler when it was in no room.
  */
 #include <errno.h>
@@ -105,15 +107,36 @@ static struct ao_buf *payload_buf(struct arena *a, const uint8_t *p, size_t len)
 	return b;
 }
 
-/* Send one payload to one connection (a reply). */
-int reply(struct arena *a, struct ao_conn *c, const uint8_t *p, size_t len)
+/*
+ * Everything the arena sends to a player's connection goes through
+ * player_send() (or player_reply()), under p->send_lock: once the arena
+ * has closed p with an error, that error is the last thing sent.  The
+ * server's graceful close (ao_conn_close()) takes sends until its queue
+ * is empty, so without this a tick, a chat line or a cluster forward
+ * running on another thread at the moment of the close went out after
+ * the error.  The lock is a leaf (only the connection's own send lock is
+ * taken inside it), so a sender may hold any other lock of the arena.
+ */
+int player_send(struct player *p, struct ao_buf *buf)
 {
-	struct ao_buf *b = payload_buf(a, p, len);
+	int err = -EPIPE;
+
+	ao_spin_lock(&p->send_lock);
+	if (!p->quiet)
+		err = ao_conn_send_packet(p->conn, buf);
+	ao_spin_unlock(&p->send_lock);
+	return err;
+}
+
+/* Send one payload to p (a reply, or a message of its own). */
+int player_reply(struct player *p, const uint8_t *msg, size_t len)
+{
+	struct ao_buf *b = payload_buf(p->a, msg, len);
 	int r;
 
 	if (!b)
 		return -ENOBUFS;
-	r = ao_conn_send_packet(c, b);
+	r = player_send(p, b);
 	ao_buf_put(b);
 	return r;
 }
@@ -122,7 +145,8 @@ int reply(struct arena *a, struct ao_conn *c, const uint8_t *p, size_t len)
  * Close p's connection for the arena's reason why, once per connection
  * (whoever decides first: a handler, a room, the deadline timer): the
  * error frame of code first (0: none), then a graceful close, which
- * delivers it before the FIN.  A slow consumer is closed abortively
+ * delivers it before the FIN; from the error on nothing more is sent to
+ * p (quiet, see player_send()).  A slow consumer is closed abortively
  * (RST): it is not reading, and must learn at once.  Counted under why
  * when this call closed it.
  */
@@ -130,19 +154,28 @@ static void close_player(struct player *p, enum arena_close why, int code)
 {
 	struct arena *a = p->a;
 	uint8_t msg[AP_LEN_ERROR];
+	struct ao_buf *b = NULL;
 	int err;
 
 	if (__atomic_exchange_n(&p->closing, 1, __ATOMIC_RELAXED))
 		return;
-	if (why == AC_SLOW || why == AC_NOBUF) {
-		err = ao_conn_close_slow(p->conn);
-	} else {
-		if (code) {
-			ap_enc_error(msg, (uint8_t)code);
-			reply(a, p->conn, msg, sizeof(msg));
-		}
-		err = ao_conn_close(p->conn);
+	if (code && why != AC_SLOW && why != AC_NOBUF) {
+		ap_enc_error(msg, (uint8_t)code);
+		b = payload_buf(a, msg, sizeof(msg));
 	}
+	/* The error and quiet in one hold of the lock: a send either got
+	 * in before the error or is refused. */
+	ao_spin_lock(&p->send_lock);
+	if (b)
+		ao_conn_send_packet(p->conn, b);
+	p->quiet = true;
+	ao_spin_unlock(&p->send_lock);
+	if (b)
+		ao_buf_put(b);
+	if (why == AC_SLOW || why == AC_NOBUF)
+		err = ao_conn_close_slow(p->conn);
+	else
+		err = ao_conn_close(p->conn);
 	if (!err)
 		ADD(a->st.closes[why], 1);
 }
@@ -162,7 +195,7 @@ static bool send_shared(struct arena *a, struct player *m, struct ao_buf *buf,
 	if (m->ghost) /* its node gets the room's copy (cluster.c) */
 		return true;
 	if (!a->o.copy_broadcast) {
-		ao_conn_send_packet(m->conn, buf);
+		player_send(m, buf);
 		return true;
 	}
 	copy = ao_buf_get(a->pool);
@@ -173,7 +206,7 @@ static bool send_shared(struct arena *a, struct player *m, struct ao_buf *buf,
 	}
 	memcpy(copy->data, buf->data, buf->len);
 	copy->len = buf->len;
-	ao_conn_send_packet(m->conn, copy);
+	player_send(m, copy);
 	ao_buf_put(copy);
 	return true;
 }
@@ -796,7 +829,7 @@ void run_deferred(struct arena *a, struct player *p)
 				uint8_t msg[AP_LEN_ERROR];
 
 				ap_enc_error(msg, (uint8_t)code);
-				reply(a, p->conn, msg, sizeof(msg));
+				player_reply(p, msg, sizeof(msg));
 			}
 			if (!next)
 				continue;
@@ -881,8 +914,9 @@ static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 		bool watch = p->watch_of == r;
 
 		p->stay_tick = tick;
-		/* Closed by the arena meanwhile (its error went out): no
-		 * joined after the error.  (Its close event removes it.) */
+		/* Closed by the arena meanwhile: no joined after its error
+		 * (player_send() makes it exact; its close event removes
+		 * it). */
 		if (!p->ghost && LOAD(p->closing))
 			continue;
 		/* A spectator has no position: 0xffff, 0xffff. */
@@ -892,7 +926,7 @@ static void room_tick(struct ao_timer *t, const struct ao_timer_event *ev)
 		if (p->ghost)
 			cluster_joined(r, p, msg, sizeof(msg));
 		else
-			reply(a, p->conn, msg, sizeof(msg));
+			player_reply(p, msg, sizeof(msg));
 	}
 	r->njoiners = 0;
 	send_chats(r, tick);
@@ -975,6 +1009,7 @@ static void on_open(struct ao_conn *c, void *arg)
 	p->a = a;
 	p->conn = ao_conn_get(c);
 	ao_spin_init(&p->lock);
+	ao_spin_init(&p->send_lock);
 	p->state = P_NEW;
 	p->opened_ns = ao_timers_now(a->timers);
 	ao_timer_init(&p->timer, a->timers, deadline_fn);
@@ -1033,7 +1068,7 @@ static int on_join(struct player *p, uint32_t want, bool watch)
 		return reject(p, err);
 	if (err) {
 		ap_enc_error(msg, (uint8_t)err);
-		reply(p->a, p->conn, msg, sizeof(msg));
+		player_reply(p, msg, sizeof(msg));
 	}
 	return 0;
 }
@@ -1152,11 +1187,11 @@ static int on_packet(struct ao_conn *c, struct ao_buf *pkt, void *arg)
 		ap_enc_welcome(msg, p->id, (uint16_t)a->o.tick_hz,
 			       (uint16_t)a->o.room_size, a->world.width,
 			       a->world.height, a->world.speed);
-		reply(a, c, msg, AP_LEN_WELCOME);
+		player_reply(p, msg, AP_LEN_WELCOME);
 		return 0;
 	case AP_PING:
 		ap_enc_pong(msg, m.ping.stamp);
-		reply(a, c, msg, AP_LEN_PONG);
+		player_reply(p, msg, AP_LEN_PONG);
 		return 0;
 	case AP_JOIN:
 		return on_join(p, m.join.room, false);

@@ -90,6 +90,10 @@ struct player {
 	bool watching; /* the client's view: the stay of in is a watch */
 	bool closed;
 	struct inbox deferred; /* P_LEAVING: what comes after the leave */
+	/* Every send to conn (player_send()); a leaf lock. */
+	struct ao_spinlock send_lock;
+	bool quiet; /* under send_lock: closed by the arena (its error
+		     * sent): nothing more is sent */
 	/* The handler's. */
 	bool hello; /* hello taken (atomic: the deadline timer reads it) */
 	uint32_t id;
@@ -155,7 +159,8 @@ struct arena {
 struct room *room_new(struct arena *a, uint32_t id, struct croom *cl);
 int room_arm(struct room *r);
 int room_push(struct room *r, const struct event *e);
-int reply(struct arena *a, struct ao_conn *c, const uint8_t *p, size_t len);
+int player_send(struct player *p, struct ao_buf *buf);
+int player_reply(struct player *p, const uint8_t *msg, size_t len);
 void player_free(struct player *p);
 void member_remove(struct room *r, struct player *p);
 void lobby_release(struct arena *a, struct room *r);
