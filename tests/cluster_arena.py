@@ -409,11 +409,19 @@ def t_bus_restart(bus):
         while True:
             time.sleep(0.5)
             b.send(b.join_msg(room))
-            m = b.recv(2)
+            # The answer to this join, however long it takes (a join is
+            # never left unanswered): another join while it is pending
+            # would be order, and close the connection.
+            t_join = time.monotonic()
+            m = b.recv(10)
             while m and m["type"] not in (JOINED, ERROR):
-                m = b.recv(2)
-            if m and m["type"] == JOINED:
+                m = b.recv(max(t_join + 10 - time.monotonic(), 0))
+            check(m is not None, "a join after the restart unanswered "
+                  "for 10 s (eof %s)" % b.eof)
+            if m["type"] == JOINED:
                 break
+            check(m["code"] in (ROOM_LOST, CODE["no_room"]),
+                  "a join after the restart: error %d" % m["code"])
             check(time.monotonic() < end, "no join after the restart")
         print("joined again %.1f s after the restart" %
               (time.monotonic() - t0))
