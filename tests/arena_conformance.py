@@ -14,12 +14,20 @@ a client in Python's standard library plays against the program on
     write, and a byte at a time) and refused joins followed by inputs;
   a slow reader closed within the page's bound, learning of it at once
     (a reset, no seconds of silence);
-  the hello and idle deadlines.
+  the hello and idle deadlines;
+  an error that closes is the last message on the connection, even
+    with the room sending to it at that moment;
+  each way a client may close (mid-frame, a half-close after a leave,
+    at once, a WebSocket close frame with or without a code): its
+    player leaves once, the client reads a whole stream to the end;
+  the server's stop: every client gets the end of its stream (over
+    WebSocket a close frame 1001 first), no error, in time.
 
 Usage: arena_conformance.py PATH_TO_AO_ARENA.  Exit status 0 when every
 check held; 1 with the failed check on stderr.  Bounded: every wait has
 a timeout, the whole run a few tens of seconds.
 """
+import base64
 import os
 import random
 import select
@@ -876,6 +884,8 @@ def read_to_end(c, timeout):
         got.append(m)
     if not c.eof:
         return got, "timeout"
+    if c.buf:
+        return got, "a partial message"
     return got, "reset" if c.reset else "fin"
 
 
@@ -948,8 +958,230 @@ def t_error_last():
         srv.stop()
 
 
+class WSClient(Client):
+    """A player over WebSocket (PROTOCOL.md "WebSocket"): one arena
+    message per masked binary message; recv() gives a close frame as
+    {"type": "close", "payload": ...}."""
+
+    def __init__(self, srv, rcvbuf=0):
+        Client.__init__(self, srv, rcvbuf)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.s.sendall(("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                        "Sec-WebSocket-Key: %s\r\n"
+                        "Sec-WebSocket-Version: 13\r\n\r\n" %
+                        key).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            d = self.s.recv(1)
+            check(d, "no answer to the upgrade")
+            head += d
+        check(head.startswith(b"HTTP/1.1 101"), "upgrade: %r" % head[:40])
+
+    @staticmethod
+    def wframe(op, payload):
+        mask = os.urandom(4)
+        n = len(payload)
+        hdr = bytes([0x80 | op])
+        if n < 126:
+            hdr += bytes([0x80 | n])
+        else:
+            hdr += bytes([0x80 | 126]) + struct.pack(">H", n)
+        return hdr + mask + bytes(b ^ mask[i % 4]
+                                  for i, b in enumerate(payload))
+
+    def send(self, *payloads):
+        self.s.sendall(b"".join(self.wframe(2, p) for p in payloads))
+
+    def recv(self, timeout=5.0):
+        end = time.monotonic() + timeout
+        while True:
+            if len(self.buf) >= 2:
+                op, n, o = self.buf[0] & 0x0f, self.buf[1] & 0x7f, 2
+                check(not self.buf[1] & 0x80, "a masked server frame")
+                if n == 126 and len(self.buf) >= 4:
+                    n, o = struct.unpack(">H", self.buf[2:4])[0], 4
+                if n != 126 and len(self.buf) >= o + n:
+                    p = self.buf[o:o + n]
+                    self.buf = self.buf[o + n:]
+                    if op == 8:
+                        return {"type": "close", "payload": p}
+                    check(op == 2, "server frame opcode %d" % op)
+                    return decode(p)
+            left = end - time.monotonic()
+            if left <= 0 or not self.fill(left):
+                return None
+
+
+def metric(srv, name):
+    """A value of GET /metrics."""
+    s = socket.create_connection(("127.0.0.1", srv.port), 5)
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.settimeout(5)
+    d = b""
+    while True:
+        k = s.recv(65536)
+        if not k:
+            break
+        d += k
+    s.close()
+    for line in d.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise Failed("no metric " + name)
+
+
+def watch_presence(obs, pid, until):
+    """obs reads until until() (or 5 s): for each snapshot, whether pid
+    is in it; and the chat lines it got."""
+    seen, lines = [], []
+    end = time.monotonic() + 5
+    while time.monotonic() < end and not until(seen):
+        m = obs.recv(0.2)
+        if m is None:
+            continue
+        if m["type"] == SNAPSHOT:
+            seen.append(pid in m["entries"])
+        elif m["type"] == CHAT_LINE:
+            lines.append((m["from"], m["text"]))
+    return seen, lines
+
+
+def left_once(obs, pid, what):
+    """pid is in obs's snapshots, then out of them for good: its leave
+    (or disconnect) applied once, never undone."""
+    seen, lines = watch_presence(
+        obs, pid, lambda s: len(s) > 10 and not any(s[-10:]))
+    check(seen and not all(seen), "%s: never left the snapshots" % what)
+    first_out = seen.index(False, seen.index(True)) if True in seen \
+        else 0
+    check(not any(seen[first_out:]),
+          "%s: back in the snapshots after it left: %r" % (what, seen))
+    return lines
+
+
+def t_client_closes():
+    """How a client may end its connection, as the others see it: each
+    way removes its player from the room once (the snapshots, and the
+    server's count of members), and the client reads a whole stream
+    ending in the server's FIN (or, over WebSocket, the close frame
+    answering its own, with its code: RFC 6455 5.5.1)."""
+    srv = Server("--tick-rate=20", "--room-size=16")
+    try:
+        obs = player(srv)
+        room = obs.expect(JOINED)["room"]
+
+        def member(cls=Client):
+            c = cls(srv)
+            c.hello()
+            c.send(c.join_msg(room))
+            c.expect(JOINED)
+            return c
+        # 1. Closed in the middle of a frame, after a chat line: the
+        # line still goes out, the half frame is dropped.
+        c = member()
+        c.s.sendall(frame(m_chat(b"last words")) +
+                    struct.pack("<H", 6) + bytes([INPUT, 1]))
+        c.s.shutdown(socket.SHUT_WR)
+        lines = left_once(obs, c.id, "closed mid-frame")
+        check((c.id, b"last words") in lines,
+              "closed mid-frame: its complete chat line lost")
+        got, how = read_to_end(c, 5)
+        check(how == "fin" and all(m["type"] != ERROR for m in got),
+              "closed mid-frame: the stream ended by %s, %r" %
+              (how, [m for m in got if m["type"] == ERROR]))
+        c.close()
+        # 2. A leave, then shutdown(SHUT_WR): the stay ends once; the
+        # client reads whole messages, then the server's FIN.
+        c = member()
+        c.send(m_leave())
+        c.s.shutdown(socket.SHUT_WR)
+        left_once(obs, c.id, "leave and half-close")
+        got, how = read_to_end(c, 5)
+        check(how == "fin" and all(m["type"] != ERROR for m in got),
+              "leave and half-close: the stream ended by %s" % how)
+        c.close()
+        # 3. Closed at once (close(), no leave), and a spectator too.
+        c = member()
+        w = Client(srv)
+        w.hello()
+        w.send(m_watch(room))
+        w.expect(JOINED)
+        c.s.close()
+        w.s.close()
+        left_once(obs, c.id, "closed at once")
+        # 4. Over WebSocket: the client's close frame, with a code, with
+        # a code and a reason, without one; echoed as the RFC says (the
+        # code, or an empty close for none; 1002 for a code no endpoint
+        # may send, as 1005 is).
+        for payload, want in ((struct.pack(">H", 1000), b"\x03\xe8"),
+                              (struct.pack(">H", 4000) + b"bye",
+                               b"\x0f\xa0"),
+                              (b"", b""),
+                              (struct.pack(">H", 1005), b"\x03\xea")):
+            c = member(WSClient)
+            c.s.sendall(c.wframe(8, payload))
+            left_once(obs, c.id, "WebSocket close %r" % payload)
+            got, how = read_to_end(c, 5)
+            check(how == "fin" and got and got[-1]["type"] == "close" and
+                  got[-1]["payload"] == want,
+                  "WebSocket close %r: answered %r, then %s" %
+                  (payload, got[-1:], how))
+            c.close()
+        # The server counts one member: obs.
+        end = time.monotonic() + 2
+        while metric(srv, "arena_players_in_rooms") != 1:
+            check(time.monotonic() < end, "members counted: %r" %
+                  metric(srv, "arena_players_in_rooms"))
+            time.sleep(0.1)
+        check(metric(srv, "arena_spectators") == 0, "spectators counted")
+        obs.close()
+    finally:
+        srv.stop()
+
+
+def t_server_stop():
+    """The server stops (SIGTERM) with clients connected: each reads
+    whole messages and then the end of the stream, a FIN (over
+    WebSocket a close frame with 1001, going away, first), no error
+    message, within --drain-timeout; and the server exits 0."""
+    srv = Server("--tick-rate=20", "--room-size=8", "--drain-timeout=2s")
+    try:
+        a = player(srv)
+        a.expect(JOINED)
+        lobby = Client(srv)
+        lobby.hello()
+        ws = WSClient(srv)
+        ws.hello()
+        ws.send(ws.join_msg())
+        ws.expect(JOINED)
+        half = Client(srv)
+        half.s.sendall(struct.pack("<H", 5) + bytes([HELLO]))
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        srv.p.terminate()
+        for c, name in ((a, "member"), (lobby, "lobby"), (ws, "ws"),
+                        (half, "half a hello")):
+            got, how = read_to_end(c, 2 + SLACK)
+            check(how == "fin", "%s: the stream ended by %s" %
+                  (name, how))
+            check(all(m["type"] != ERROR for m in got),
+                  "%s: an error message at the stop" % name)
+            if c is ws:
+                check(got and got[-1]["type"] == "close" and
+                      got[-1]["payload"] == b"\x03\xe9",
+                      "ws: no close 1001 at the stop: %r" % got[-1:])
+            c.close()
+        check(time.monotonic() - t0 < 2 + SLACK, "the stop took %.2f s" %
+              (time.monotonic() - t0))
+        check(srv.p.wait(10) == 0, "exit status %r" % srv.p.returncode)
+    finally:
+        srv.stop()
+
+
 TESTS = [t_normal_play, t_bad_inputs, t_pipelined, t_slow_reader,
-         t_ack_reader, t_spectator, t_deadlines, t_error_last]
+         t_ack_reader, t_spectator, t_deadlines, t_error_last,
+         t_client_closes, t_server_stop]
 
 
 def main():

@@ -89,6 +89,21 @@ static void test_error_last(void **state)
 	scenario("error_last");
 }
 
+/* Each way a client ends its connection (mid-frame, a half-close after
+ * a leave, at once, a WebSocket close frame): its player leaves once. */
+static void test_client_closes(void **state)
+{
+	(void)state;
+	scenario("client_closes");
+}
+
+/* The server's stop: a FIN (WebSocket: close 1001) for every client. */
+static void test_server_stop(void **state)
+{
+	(void)state;
+	scenario("server_stop");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -100,6 +115,8 @@ int main(void)
 		cmocka_unit_test(test_spectator),
 		cmocka_unit_test(test_deadlines),
 		cmocka_unit_test(test_error_last),
+		cmocka_unit_test(test_client_closes),
+		cmocka_unit_test(test_server_stop),
 	};
 
 	have_arena =
