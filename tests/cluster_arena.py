@@ -31,7 +31,11 @@ tests/arena_conformance.py).
     (none held a few seconds later) and made again for a new room;
   refused_rejoin: a player of a gateway asks for a full room of another
     node and joins again the moment room_full comes, for seconds, with
-    busy loops beside the nodes: room_full every time, never order.
+    busy loops beside the nodes: room_full every time, never order;
+  remote_close: players of a gateway in a room of another node: an
+    error that closes is the last message they get (chat lines come
+    through the bus meanwhile); a close, with or without a leave,
+    removes the player once on both nodes.
 
 Usage: cluster_arena.py PATH_TO_AO_ARENA (ARENA_CLUSTER_ONLY=name runs
 one scenario).  Exit 0, 77 when nats-server is absent, 1 on a failure.
@@ -618,11 +622,75 @@ def t_refused_rejoin(bus):
         stop_nodes(n1, n2)
 
 
+def t_remote_close(bus):
+    """Closes of players of a gateway whose room another node runs: an
+    error that closes is the last message even with the room's chat
+    lines forwarded to it at that moment (a member that stopped reading,
+    so that its close waits for its queue); a close, with or without a
+    leave, removes the player once, as the owner's and the gateway's
+    members see it."""
+    opts = ("--sndbuf=4096", "--stall-timeout=20s")
+    n1, n2 = Node(bus, "n1", *opts), Node(bus, "n2", *opts)
+    try:
+        settle()
+        a = hello(n1)
+        room = join(a)["room"]
+        settle()
+        obs = hello(n2)
+        join(obs, room)
+        for rnd in range(3):
+            v = Client(n2, rcvbuf=4096)
+            v.hello()
+            join(v, room)
+            text = b"f" * 200
+            for _ in range(6):
+                a.send(*[m_chat(text) for _ in range(48)])
+                n = 0
+                while n < 48:
+                    n += wait_type(a, CHAT_LINE)["type"] == CHAT_LINE
+            v.send(bytes([0x7f]))  # bad_type: closes
+            time.sleep(0.1)
+            a.send(m_chat(b"after %d" % rnd))
+            while wait_type(obs, CHAT_LINE)["text"] != b"after %d" % rnd:
+                pass
+            time.sleep(0.1)
+            got, how = ac.read_to_end(v, 5)
+            check(how == "fin", "round %d: ended by %s" % (rnd, how))
+            errs = [i for i, m in enumerate(got) if m["type"] == ERROR]
+            check(len(errs) == 1 and got[errs[0]]["code"] ==
+                  CODE["bad_type"], "round %d: errors %r" %
+                  (rnd, [got[i] for i in errs]))
+            after = got[errs[0] + 1:]
+            check(not after, "round %d: %d message(s) after the error "
+                  "that closed it: %s" % (rnd, len(after), ", ".join(
+                      "0x%02x" % m["type"] for m in after)))
+            v.close()
+        # A close at once, then a leave and a half-close.
+        for how in ("close", "leave"):
+            b = hello(n2)
+            join(b, room)
+            wait_type(b, SNAPSHOT)
+            if how == "close":
+                b.s.close()
+            else:
+                b.send(m_leave())
+                b.s.shutdown(socket.SHUT_WR)
+            for o in (a, obs):
+                ac.left_once(o, b.id, "%s on the %s" %
+                             (how, "owner" if o is a else "gateway"))
+            b.close()
+        n2.final()
+        n1.final()
+    finally:
+        stop_nodes(n1, n2)
+
+
 SCENARIOS = {"cross_node": t_cross_node, "kill_owner": t_kill_owner,
              "stop_owner": t_stop_owner, "stop_gateway": t_stop_gateway,
              "bus_restart": t_bus_restart, "stale": t_stale,
              "index_reuse": t_index_reuse, "stall_index": t_stall_index,
-             "reclaim": t_reclaim, "refused_rejoin": t_refused_rejoin}
+             "reclaim": t_reclaim, "refused_rejoin": t_refused_rejoin,
+             "remote_close": t_remote_close}
 
 
 def main():

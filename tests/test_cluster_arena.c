@@ -103,6 +103,15 @@ static void test_refused_rejoin(void **state)
 	scenario("refused_rejoin");
 }
 
+/* Players of a gateway in another node's room: an error that closes is
+ * the last message (chat lines forwarded meanwhile); a close removes the
+ * player once on both nodes. */
+static void test_remote_close(void **state)
+{
+	(void)state;
+	scenario("remote_close");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -116,6 +125,7 @@ int main(void)
 		cmocka_unit_test(test_stall_index),
 		cmocka_unit_test(test_reclaim),
 		cmocka_unit_test(test_refused_rejoin),
+		cmocka_unit_test(test_remote_close),
 	};
 
 	have_arena =
