@@ -1063,6 +1063,52 @@ static void test_join_deferred(void **state)
 	t_watchdog_disarm();
 }
 
+/*
+ * A chat line that waits for a buffer outlives its sender: the sender
+ * closed in the tick that kept its line, and was freed at that tick's
+ * end; the line goes out at the next tick all the same, from its id.
+ */
+static void test_deferred_chat_sender_gone(void **state)
+{
+	static struct ao_buf *held[4096];
+	uint32_t id1, id2, n;
+	struct ap_msg m;
+	uint8_t p[64];
+	int c1, c2;
+
+	(void)state;
+	t_watchdog_arm(60, "arena deferred chat, sender gone");
+	start(50, false, 0, 0);
+	c1 = player(&id1);
+	c2 = player(&id2);
+	tick();
+	for (int i = 0; i < 2; i++) {
+		expect(i ? c2 : c1, AP_JOINED);
+		expect(i ? c2 : c1, AP_SNAPSHOT);
+	}
+	cl_send(c1, p, ap_enc_chat(p, "bye", 3));
+	sync_with(c1);
+	close(c1);
+	/* Its line and its disconnect wait for the tick. */
+	WAIT_UNTIL(inbox_len(arena->rooms[0]) == 2, 5000);
+	WAIT_UNTIL(readers_drained(), 5000);
+	n = hog(held, 4096, 0);
+	tick();
+	expect_none(c2, 30);
+	assert_int_equal(stats().chats_deferred, 1);
+	assert_int_equal(stats().players, 1); /* c1's player is freed */
+	while (n)
+		ao_buf_put(held[--n]);
+	tick();
+	m = expect(c2, AP_CHAT_LINE);
+	assert_int_equal(m.line.from, id1);
+	assert_int_equal(m.line.len, 3);
+	expect(c2, AP_SNAPSHOT);
+	close(c2);
+	stop();
+	t_watchdog_disarm();
+}
+
 /* Rooms fill up: the 4th player of rooms of 3 opens room 2. */
 static void test_rooms_fill(void **state)
 {
@@ -1472,6 +1518,7 @@ int main(void)
 		cmocka_unit_test(test_rooms_fill),
 		cmocka_unit_test(test_join_deferred),
 		cmocka_unit_test(test_pool_empty),
+		cmocka_unit_test(test_deferred_chat_sender_gone),
 		cmocka_unit_test(test_rejoin_pipelined),
 		cmocka_unit_test(test_refused_pipelined),
 		cmocka_unit_test(test_joined_is_spawn),

@@ -596,7 +596,11 @@ static void apply_events(struct room *r, uint32_t tick, bool final)
 				r->chats = c;
 				r->cap_chats = cap;
 			}
-			r->chats[r->nchats++] = *e;
+			/* The sender's id, not the player: a line that
+			 * waits for a buffer (send_chats()) outlives a
+			 * sender freed at the end of this tick. */
+			r->chats[r->nchats] = *e;
+			r->chats[r->nchats++].seq = p->id;
 			break;
 		case EV_LEAVE:
 			if (p->member_of == r) {
@@ -652,8 +656,8 @@ static void send_chats(struct room *r, uint32_t tick)
 	for (i = 0; i < r->nchats; i++) {
 		struct event *e = &r->chats[i];
 		const uint8_t *text = (const uint8_t *)e->buf->data + 1;
-		size_t n = ap_enc_chat_line(p, r->id, tick, r->chat_seq,
-					    e->p->id, text, e->buf->len - 1);
+		size_t n = ap_enc_chat_line(p, r->id, tick, r->chat_seq, e->seq,
+					    text, e->buf->len - 1);
 		struct ao_buf *b = payload_buf(a, p, n);
 
 		if (!b) {

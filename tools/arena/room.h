@@ -22,7 +22,8 @@ struct event {
 	struct player *p;
 	uint8_t kind;
 	uint8_t dir;
-	uint32_t seq;
+	uint32_t seq; /* input: its seq; join: the room asked for; a chat
+		       * line kept by a tick: its sender's id */
 	struct ao_buf *buf; /* chat: the packet (a reference) */
 };
 
