@@ -1074,7 +1074,8 @@ def t_client_closes():
     way removes its player from the room once (the snapshots, and the
     server's count of members), and the client reads a whole stream
     ending in the server's FIN (or, over WebSocket, the close frame
-    answering its own, with its code: RFC 6455 5.5.1)."""
+    answering its own, with its code: RFC 6455 5.5.1).  A client that
+    stops reading is not buffered without bound."""
     srv = Server("--tick-rate=20", "--room-size=16")
     try:
         obs = player(srv)
@@ -1137,6 +1138,26 @@ def t_client_closes():
                   "WebSocket close %r: answered %r, then %s" %
                   (payload, got[-1:], how))
             c.close()
+        # 5. A client that stops reading but goes on sending pings:
+        # what is queued for it is bounded, then it is closed as slow,
+        # with a reset; the room is untouched.
+        c = Client(srv, rcvbuf=4096)
+        c.hello()
+        c.s.setblocking(False)
+        pings = b"".join(frame(m_ping(k)) for k in range(500))
+        t0 = time.monotonic()
+        while True:
+            check(time.monotonic() - t0 < 10,
+                  "a pinging client that does not read: still open")
+            try:
+                c.s.send(pings)
+            except BlockingIOError:
+                time.sleep(0.01)
+            except (ConnectionResetError, BrokenPipeError):
+                break
+        check(metric(srv, 'arena_closes_total{reason="slow"}') == 1,
+              "the pinging client not counted as slow")
+        c.close()
         # The server counts one member: obs.
         end = time.monotonic() + 2
         while metric(srv, "arena_players_in_rooms") != 1:
