@@ -35,6 +35,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 ARENA = sys.argv[1] if len(sys.argv) > 1 else "ao-arena"
@@ -134,10 +135,13 @@ class Server:
     """ao-arena on a free loopback port, with these options."""
 
     def __init__(self, *opts):
+        # Its stderr in a file (a pipe nobody reads could fill), read at
+        # the stop for sanitizer reports.
+        self.err = tempfile.TemporaryFile()
         self.p = subprocess.Popen(
             [ARENA, "--address=127.0.0.1", "--port=0", "--quiet",
              "--workers=2"] + list(opts),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdout=subprocess.PIPE, stderr=self.err)
         r, _, _ = select.select([self.p.stdout], [], [], 10)
         check(r, "ao-arena did not say its port")
         line = self.p.stdout.readline().decode()
@@ -152,7 +156,14 @@ class Server:
             self.p.kill()
             self.p.wait()
         self.p.stdout.close()
-        self.p.stderr.close()
+        self.err.seek(0)
+        text = self.err.read().decode(errors="replace")
+        self.err.close()
+        for what in ("ThreadSanitizer", "AddressSanitizer",
+                     "runtime error", "LeakSanitizer"):
+            if what in text:
+                sys.stderr.write(text)
+                raise Failed("ao-arena: %s report" % what)
 
 
 class Client:
