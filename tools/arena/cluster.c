@@ -1090,7 +1090,7 @@ static void lose_player(struct room *r, struct player *p, bool left,
 		 * may have been lost) unless it asked to join meanwhile (the
 		 * answer to that join comes next: an error now would be
 		 * taken for it). */
-		if (!p->closing && !p->deferred.n) {
+		if (!LOAD(p->closing) && !p->deferred.n) {
 			send_error(p, AP_ERR_ROOM_LOST);
 			ADD(c->n.room_lost, 1);
 		}
@@ -1098,7 +1098,7 @@ static void lose_player(struct room *r, struct player *p, bool left,
 	} else if (p->room == r && p->state == P_ROOM) {
 		p->state = P_LOBBY;
 		p->room = NULL;
-		if (!p->closing)
+		if (!LOAD(p->closing))
 			send_error(p, AP_ERR_ROOM_LOST);
 		ADD(c->n.room_lost, 1);
 	}
