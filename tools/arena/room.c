@@ -49,8 +49,9 @@
  * tick (joins_deferred), so a player never sees a tick twice.
  *
  * Lock order: a player's lock, then the lobby lock, then a room's inbox
- * lock; a player's send lock is taken last, around a send only.  A player is freed by the room that applies its disconnect, or
- * by the handler when it was in no room.
+ * lock; a player's send lock is taken last, around a send only.  A
+ * player is freed by the room that applies its disconnect, or by the
+ * handler when it was in no room.
  */
 #include <errno.h>
 #include <pthread.h>
