@@ -1440,8 +1440,9 @@ bool ao__exec_finished(struct ao_exec *ex)
 {
 	struct ao_worker *w = worker_of(ex);
 
+	/* Not a worker: the caller counts it (ao__exec_finished_off()). */
 	if (!w)
-		return false; /* the caller counts it: ao__exec_finished_off() */
+		return false;
 	/* RELEASE: as in run_item(). */
 	__atomic_store_n(&w->done, w->done + 1, __ATOMIC_RELEASE);
 	return true;

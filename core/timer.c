@@ -75,8 +75,9 @@
  *    wake-up per tick.  A bigger slot (a cascading wheel's worst case: a
  *    million timers spread over a minute put tens of thousands in one
  *    slot, whose reinsertion in one go would stall a worker for
- *    milliseconds) is moved in chunks of POLL_BUDGET from (g - 1) on, paced so that it
- *    is done by g (pace[]), between the level-0 expiries.
+ *    milliseconds) is moved in chunks of POLL_BUDGET from (g - 1) on,
+ *    paced so that it is done by g (pace[]), between the level-0
+ *    expiries.
  *  - every step does at most POLL_BUDGET timer moves under the lock: no
  *    step is long, whatever the number pending.
  * The earliest slot of each level is cached (struct tw_lvl: its granule,

@@ -350,9 +350,10 @@ void *io_ring_main(void *arg)
 		    (timeout < 0 ||
 		     (int64_t)(r->accept_retry_ns - now) < timeout))
 			timeout = (int64_t)(r->accept_retry_ns - now);
-		/* SEQ_CST store, then SEQ_CST load of the mailbox: pairs with
-		 * the SEQ_CST push and load of sleeping in io_conn_post(), so a push
-		 * either is seen here or writes the eventfd. */
+		/* SEQ_CST store, then SEQ_CST load of the mailbox: pairs
+		 * with the SEQ_CST push and load of sleeping in
+		 * io_conn_post(), so a push either is seen here or writes
+		 * the eventfd. */
 		__atomic_store_n(&r->sleeping, 1, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&r->mb_head, __ATOMIC_SEQ_CST))
 			timeout = 0;

@@ -56,8 +56,9 @@
  * drops it when the bytes are on the wire, so a broadcast shares one
  * buffer.  If the pool is empty mid-stream, the unframed rest of the
  * receive is held (copied: the receive buffer goes back, see hold() in
- * io/conn.c) and recv stops for that connection until buffers come back.  At stop every buffer returns: the pool's
- * in-use count is back to zero once the handlers have put theirs.
+ * io/conn.c) and recv stops for that connection until buffers come back.
+ * At stop every buffer returns: the pool's in-use count is back to zero
+ * once the handlers have put theirs.
  *
  * Zero-length packets: with a length prefix, a length of zero is an error
  * (closed as AO_CLOSE_EMPTY) unless the framing has AO_FRAME_ALLOW_EMPTY,
@@ -107,8 +108,8 @@
  * no atomics, no reference: the ring flushes the list after each batch
  * of events and before every reap, so a listed conn is never freed), and
  * the flush starts the send; ao_conn_close() and the slow-consumer close
- * go through the mailbox, whose io_conn_post() skips the eventfd when the poster
- * is the ring itself (the ring looks at its mailbox before it blocks).
+ * go through the mailbox, whose io_conn_post() skips the eventfd when the
+ * poster is the ring itself (the ring looks at its mailbox before it blocks).
  * A failing on_packet makes the emit fail, and the ring closes the
  * connection (AO_CLOSE_PROTOCOL, see "Closing") once the framer has
  * returned.

@@ -11,7 +11,8 @@
  * asynchronous forms; publishing while the server is down (bounded,
  * counted), requests failing at once, and the reconnect after a restart;
  * INFO lines far longer than 4 KiB, in the handshake and between messages
- * (a proxy in between adds them).  Skipped, and saying so, without cnats (-ENOSYS) or nats-server.
+ * (a proxy in between adds them).  Skipped, and saying so, without cnats
+ * (-ENOSYS) or nats-server.
  * A test that fails leaves nothing up for the next: its teardown ends
  * what it started (struct left).
  */

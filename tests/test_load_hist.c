@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The tools' pure parts (tools/common): the log-linear histogram (buckets, percentiles,
- * merging, CSV), the framing and payload, and the option-value parsers
- * (server addresses included).
+ * The tools' pure parts (tools/common): the log-linear histogram
+ * (buckets, percentiles, merging, CSV), the framing and payload, and the
+ * option-value parsers (server addresses included).
  */
 #include <arpa/inet.h>
 #include <stdio.h>

@@ -2,8 +2,8 @@
 /*
  * The seed's lock (seeds/003: the 2006 "XIOSpinLock"), ported faithfully as
  * a baseline for tools/bench/lockbench.  The seed is the code aorta
- * started from, a 2006 game server's (its thread pools: seed_pools.h).  Do not use it for anything else:
- * it is what aorta's lock must beat.
+ * started from, a 2006 game server's (its thread pools: seed_pools.h).
+ * Do not use it for anything else: it is what aorta's lock must beat.
  *
  *	phase 1: 4000 times { CAS 0 -> 1; PAUSE }
  *	phase 2: 4000 times { sched_yield(); CAS 0 -> 1 }

@@ -3,8 +3,8 @@
  * The seed's three thread pools (seeds/001, chapter 06), ported to C with
  * pthreads as baselines for tools/bench/execbench.  The seed is the code
  * aorta started from, a 2006 game server's: its textbook thread pools
- * and its spin-yield-usleep lock (seed_lock.h) are the baselines.  Do not use them for
- * anything else: they are what aorta's executors must beat.
+ * and its spin-yield-usleep lock (seed_lock.h) are the baselines.  Do not
+ * use them for anything else: they are what aorta's executors must beat.
  *
  *	basic:	ThreadPool: one mutex, one condvar, one queue; a notify
  *		per task.
