@@ -16,6 +16,18 @@
 #include <cmocka.h>
 #include <aorta/core/exec.h>
 
+/* T_ASAN: 1 in an AddressSanitizer build, else 0. */
+#if defined(__SANITIZE_ADDRESS__)
+#define T_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define T_ASAN 1
+#endif
+#endif
+#ifndef T_ASAN
+#define T_ASAN 0
+#endif
+
 /* Run fn(arg_i) on n threads (args[i] = base + i * stride) and join. */
 void t_run_threads(int n, void *(*fn)(void *), void *base, size_t stride);
 

@@ -242,6 +242,19 @@ static int player(uint32_t *id)
 	return fd;
 }
 
+/* Two players in one room after one tick, each past its joined and
+ * first snapshot. */
+static void two_joined(int *c1, uint32_t *id1, int *c2, uint32_t *id2)
+{
+	*c1 = player(id1);
+	*c2 = player(id2);
+	tick();
+	for (int i = 0; i < 2; i++) {
+		expect(i ? *c2 : *c1, AP_JOINED);
+		expect(i ? *c2 : *c1, AP_SNAPSHOT);
+	}
+}
+
 /* Tick until fd's snapshot has n players (a disconnect is applied at the
  * tick after the server saw it); ticks must follow each other. */
 static struct ap_msg tick_until_count(int fd, unsigned int n, uint32_t *t)
@@ -907,13 +920,7 @@ static void test_pool_empty(void **state)
 	(void)state;
 	t_watchdog_arm(60, "arena empty pool");
 	start(50, false, 0, 0);
-	c1 = player(&id1);
-	c2 = player(&id2);
-	tick();
-	for (int i = 0; i < 2; i++) {
-		expect(i ? c2 : c1, AP_JOINED);
-		expect(i ? c2 : c1, AP_SNAPSHOT);
-	}
+	two_joined(&c1, &id1, &c2, &id2);
 	cl_send(c1, p, ap_enc_chat(p, "one", 3));
 	sync_with(c1);
 	WAIT_UNTIL(readers_drained(), 5000); /* the pong's buffer is back */
@@ -939,13 +946,7 @@ static void test_pool_empty(void **state)
 	/* A copy per member: one buffer for the line, none for the copies:
 	 * each member is closed rather than left without the line. */
 	start(50, true, 0, 0);
-	c1 = player(&id1);
-	c2 = player(&id2);
-	tick();
-	for (int i = 0; i < 2; i++) {
-		expect(i ? c2 : c1, AP_JOINED);
-		expect(i ? c2 : c1, AP_SNAPSHOT);
-	}
+	two_joined(&c1, &id1, &c2, &id2);
 	cl_send(c1, p, ap_enc_chat(p, "two", 3));
 	sync_with(c1);
 	WAIT_UNTIL(readers_drained(), 5000);
@@ -1079,13 +1080,7 @@ static void test_deferred_chat_sender_gone(void **state)
 	(void)state;
 	t_watchdog_arm(60, "arena deferred chat, sender gone");
 	start(50, false, 0, 0);
-	c1 = player(&id1);
-	c2 = player(&id2);
-	tick();
-	for (int i = 0; i < 2; i++) {
-		expect(i ? c2 : c1, AP_JOINED);
-		expect(i ? c2 : c1, AP_SNAPSHOT);
-	}
+	two_joined(&c1, &id1, &c2, &id2);
 	cl_send(c1, p, ap_enc_chat(p, "bye", 3));
 	sync_with(c1);
 	close(c1);

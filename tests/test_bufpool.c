@@ -23,17 +23,6 @@
 #include <aorta/core/bufpool.h>
 #include "helpers.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define T_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define T_ASAN 1
-#endif
-#endif
-#ifndef T_ASAN
-#define T_ASAN 0
-#endif
-
 static struct ao_bufpool *mkpool(size_t size, uint32_t count, uint32_t shards,
 				 uint32_t hwm, unsigned int flags)
 {

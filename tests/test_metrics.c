@@ -268,14 +268,7 @@ static void test_server(void **state)
  * (__argz_add_sep), once per call: not a leak of ours, so LeakSanitizer
  * is told to let it be.
  */
-#if defined(__SANITIZE_ADDRESS__)
-#define T_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define T_ASAN 1
-#endif
-#endif
-#ifdef T_ASAN
+#if T_ASAN
 const char *__lsan_default_suppressions(void);
 /* Looked up by the sanitizer's runtime: visible whatever the build's
  * default visibility. */
