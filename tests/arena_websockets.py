@@ -13,7 +13,10 @@ tools/arena/PROTOCOL.md, and promtool checks its /metrics.
     a message over 256 bytes: the error message (if any), then the close
     code PROTOCOL.md gives; the other players untouched;
   http: GET /metrics (promtool check metrics, when promtool is there),
-    GET / and a missing path.
+    GET / and a missing path;
+  origin: with --allow-origin, an upgrade from a listed Origin (any
+    case) or with none plays, one from another Origin gets 403, and
+    plain HTTP is not checked.
 
 Usage: arena_websockets.py PATH_TO_AO_ARENA.  Exit status 0 when every
 check held, 1 with the failed check on stderr, 77 when the websockets
@@ -115,17 +118,17 @@ class WsPlayer:
                          (self.id, ac.ERRORS.get(m["code"])))
 
 
-async def ws_connect(port):
+async def ws_connect(port, origin=None):
     ws = await asyncio.wait_for(
-        websockets.connect("ws://127.0.0.1:%d/" % port,
+        websockets.connect("ws://127.0.0.1:%d/" % port, origin=origin,
                            subprotocols=[PROTO], max_size=1 << 16,
                            compression=None, ping_interval=None), 10)
     check(ws.subprotocol == PROTO, "subprotocol %r" % ws.subprotocol)
     return ws
 
 
-async def ws_player(port):
-    p = WsPlayer(await ws_connect(port))
+async def ws_player(port, origin=None):
+    p = WsPlayer(await ws_connect(port, origin))
     await p.send(ac.m_hello(b"ws"))
     w = await p.expect(ac.WELCOME)
     p.id = w["player"]
@@ -420,8 +423,30 @@ async def http(port):
     await p.ws.close()
 
 
+GOOD_ORIGINS = ("http://good.example", "https://game.example:8443")
+
+
+async def origin(port):
+    for o in GOOD_ORIGINS + ("HTTPS://Game.Example:8443", None):
+        p = await ws_player(port, o)
+        await p.ws.close()
+    for o in ("http://evil.example", "http://good.example:80",
+              "https://good.example", "null"):
+        try:
+            ws = await ws_connect(port, o)
+            await ws.close()
+            check(False, "Origin %s: upgraded" % o)
+        except websockets.exceptions.InvalidStatusCode as e:
+            check(e.status_code == 403,
+                  "Origin %s: %d, not 403" % (o, e.status_code))
+    st, _, _ = get(port, "/metrics")
+    check(st == 200, "/metrics with --allow-origin: %d" % st)
+
+
 SCENARIOS = {"play": play, "spectator": spectator, "errors": errors,
-             "http": http}
+             "http": http, "origin": origin}
+# Options a scenario's server gets besides the common ones.
+SERVER_OPTS = {"origin": ["--allow-origin=" + o for o in GOOD_ORIGINS]}
 
 
 def main():
@@ -431,7 +456,8 @@ def main():
         if only and only != name:
             continue
         t0 = time.monotonic()
-        srv = ac.Server("--tick-rate=20", "--room-size=8")
+        srv = ac.Server("--tick-rate=20", "--room-size=8",
+                        *SERVER_OPTS.get(name, []))
         try:
             asyncio.run(asyncio.wait_for(fn(srv.port), 60))
             print("ok   %-10s %.1f s" % (name, time.monotonic() - t0))

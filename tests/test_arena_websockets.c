@@ -63,13 +63,20 @@ static void test_http(void **state)
 	scenario("http");
 }
 
+/* --allow-origin: listed origins (any case) and none upgrade, others
+ * get 403; plain HTTP is not checked. */
+static void test_origin(void **state)
+{
+	(void)state;
+	scenario("origin");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_play),
-		cmocka_unit_test(test_spectator),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_http),
+		cmocka_unit_test(test_play),   cmocka_unit_test(test_spectator),
+		cmocka_unit_test(test_errors), cmocka_unit_test(test_http),
+		cmocka_unit_test(test_origin),
 	};
 
 	have_arena =

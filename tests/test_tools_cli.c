@@ -237,12 +237,45 @@ static void test_bots_closed_port(void **state)
 	free(err);
 }
 
+/* --allow-origin takes one origin a time, at most 16 times. */
+static void test_arena_bad_origin(void **state)
+{
+	static const char *const bad[] = { "", "http://a, http://b",
+					   "http://a b" };
+	const char *args[20];
+	char *out, *err;
+
+	(void)state;
+	need_tools();
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char arg[64];
+
+		snprintf(arg, sizeof(arg), "--allow-origin=%s", bad[i]);
+		args[0] = arg;
+		args[1] = NULL;
+		assert_int_equal(run("arena", args, &out, &err), 2);
+		if (!strstr(err, "is not one origin"))
+			fail_msg("ao-arena %s: %s", arg, err);
+		free(out);
+		free(err);
+	}
+	for (int i = 0; i < 17; i++)
+		args[i] = "--allow-origin=http://a";
+	args[17] = NULL;
+	assert_int_equal(run("arena", args, &out, &err), 2);
+	if (!strstr(err, "more than 16"))
+		fail_msg("ao-arena with 17 origins: %s", err);
+	free(out);
+	free(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_one_spelling),
 		cmocka_unit_test(test_port_in_use),
 		cmocka_unit_test(test_bots_closed_port),
+		cmocka_unit_test(test_arena_bad_origin),
 	};
 
 	tools_dir = getenv("AO_TOOLS_DIR");

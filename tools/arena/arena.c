@@ -44,9 +44,14 @@ enum {
 	EXIT_USAGE = CLI_EXIT_USAGE,
 };
 
+/* --allow-origin may be given this many times. */
+#define MAX_ORIGINS 16
+
 struct opts {
 	struct arena_opts a;
 	struct cluster_opts cl;
+	const char *origins[MAX_ORIGINS + 1]; /* NULL-terminated */
+	unsigned int n_origins;
 	uint64_t stats_ns;
 	bool json;
 };
@@ -66,6 +71,10 @@ static void usage(FILE *f)
 		"  -b, --backend=B         uring, epoll or auto (default auto)\n"
 		"  -m, --mode=M            ring (default: parse packets on the ring\n"
 		"                          thread) or worker (on the connection's strand)\n"
+		"      --allow-origin=O    a WebSocket upgrade whose Origin header is\n"
+		"                          not one of these (repeat it, up to %u) gets\n"
+		"                          403; one without Origin (not a browser) is\n"
+		"                          let in (default: any origin)\n"
 		"Game:\n"
 		"      --tick-rate=HZ      ticks per second of every room (default 20)\n"
 		"      --room-size=N       players per room (default 50, at most %u)\n"
@@ -115,7 +124,7 @@ static void usage(FILE *f)
 		"\n"
 		"Exit status: 0 ok; 1 runtime error (start failed, stop timed out,\n"
 		"leaked buffers or connections, rooms inconsistent); 2 usage.\n",
-		prog, AP_ROOM_SIZE_MAX);
+		prog, MAX_ORIGINS, AP_ROOM_SIZE_MAX);
 }
 
 enum {
@@ -132,6 +141,7 @@ enum {
 	OPT_NATS,
 	OPT_NODE,
 	OPT_BUS_READER,
+	OPT_ORIGIN,
 };
 
 static const struct option long_opts[] = {
@@ -141,6 +151,7 @@ static const struct option long_opts[] = {
 	{ "rings", required_argument, NULL, 'r' },
 	{ "backend", required_argument, NULL, 'b' },
 	{ "mode", required_argument, NULL, 'm' },
+	{ "allow-origin", required_argument, NULL, OPT_ORIGIN },
 	{ "tick-rate", required_argument, NULL, 't' },
 	{ "room-size", required_argument, NULL, 's' },
 	{ "max-players", required_argument, NULL, 'n' },
@@ -248,6 +259,17 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_PRECISE:
 			a->precise = true;
+			break;
+		case OPT_ORIGIN:
+			if (!*optarg || strpbrk(optarg, " \t\r\n,"))
+				bad_usage("--allow-origin: '%s' is not one "
+					  "origin (scheme://host[:port])",
+					  optarg);
+			if (o->n_origins == MAX_ORIGINS)
+				bad_usage("--allow-origin: more than %u",
+					  MAX_ORIGINS);
+			o->origins[o->n_origins++] = optarg;
+			a->origins = o->origins;
 			break;
 		case OPT_NATS:
 			o->cl.url = optarg;

@@ -38,6 +38,8 @@ struct arena_opts {
 			   * closed; 0: 30 s, ARENA_NEVER: never */
 	uint64_t drain_ns; /* ao_server_stop()'s bound; 0: 5 s */
 	int sndbuf; /* SO_SNDBUF of accepted sockets; 0: the system's */
+	const char *const *origins; /* Origins a WebSocket upgrade may come
+				     * from, NULL-terminated; NULL: any */
 	bool copy_broadcast; /* a copy of each broadcast per member */
 	bool precise; /* AO_TIMER_PRECISE ticks */
 	bool test_clock; /* ticks only with arena_advance() (tests) */

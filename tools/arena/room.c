@@ -1416,9 +1416,11 @@ int arena_start(const struct arena_opts *o, struct arena **out)
 	sc.handlers.on_http = arena_on_http;
 	sc.handlers.arg = a;
 	/* WebSocket and HTTP on the same port: a len16 frame of at most
-	 * 256 bytes never starts with "GE" (0x4547 as a length). */
+	 * 256 bytes never starts with a method's two upper-case letters
+	 * (0x4141 or more as a length). */
 	sc.flags |= AO_SERVER_HTTP;
 	sc.ws.protocols = ws_protocols;
+	sc.ws.origins = a->o.origins;
 	/* A connection that has sent nothing yet is neither a player nor
 	 * a request: the io closes it at the hello deadline, without an
 	 * error message (it may be an HTTP client).  Never: io's 5 s. */
