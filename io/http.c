@@ -35,7 +35,12 @@
  * queues its close frame when the drain finds the connection's packets
  * run (io_wsc_drain() from io_conn_check_drained()), so it goes after
  * everything the handlers sent, and the FIN after it, within linger_ms.
- * A hard close (a reset, no memory, idle_timeout_ms) sends none.
+ * It is queued with io_conn_send_ws_close(), which in the same hold of
+ * the send queue's lock refuses every later send with -EPIPE: a send from
+ * another thread (a kept handle) either gets in before the close frame or
+ * is refused, never after it (RFC 6455 section 5.5.1: no data frame after
+ * a close frame).  A hard close (a reset, no memory, idle_timeout_ms)
+ * sends none.
  *
  * Deadlines go on the connection's one timer (io_conn_timer()): the head's
  * until the request is complete; then, for a WebSocket, a ping when it was
@@ -201,6 +206,30 @@ static int send_ctl(struct ao_conn *c, uint8_t op, const uint8_t *payload,
 	return send_bytes(c, f, hl + n);
 }
 
+/* The close frame (a code or nothing: 4 bytes at most), in one buffer,
+ * as the connection's last bytes: every send after it is refused with
+ * -EPIPE (io_conn_send_ws_close()).  0 or a negative errno. */
+static int send_close(struct ao_conn *c, const uint8_t *payload, size_t n)
+{
+	struct ao_buf *b = ao_buf_get(c->srv->pool);
+	unsigned int hl;
+	int err;
+
+	if (!b)
+		return -ENOMEM;
+	if (b->cap < 2 + n) {
+		ao_buf_put(b);
+		return -ENOBUFS;
+	}
+	hl = io_ws_write_hdr(b->data, IO_WS_OP_CLOSE, true, n);
+	if (n)
+		memcpy((uint8_t *)b->data + hl, payload, n);
+	b->len = hl + (uint32_t)n;
+	err = io_conn_send_ws_close(c, b);
+	ao_buf_put(b);
+	return err;
+}
+
 bool io_wsc_drain(struct ao_conn *c)
 {
 	struct io_wsc *w = c->ws;
@@ -239,7 +268,7 @@ bool io_wsc_drain(struct ao_conn *c)
 	}
 	pl[0] = (uint8_t)(code >> 8);
 	pl[1] = (uint8_t)code;
-	return send_ctl(c, IO_WS_OP_CLOSE, pl, n) == 0;
+	return send_close(c, pl, n) == 0;
 }
 
 enum ao_close_reason io_wsc_local_reason(const struct ao_conn *c)

@@ -91,6 +91,12 @@ struct ao_conn {
 	/* Shared between threads. */
 	uint32_t refs; /* atomic */
 	uint32_t closed; /* atomic: nonzero once sends are refused */
+	/* atomic: a WebSocket's close frame is queued, every later send is
+	 * refused (-EPIPE).  Set once, under sq_lock, by the same hold that
+	 * queued the frame; read under sq_lock, or after an acquire load of
+	 * closed that saw it set (the ring's release store of closed comes
+	 * after ws_fin's, so it publishes it). */
+	uint32_t ws_fin;
 	uint32_t mb_flags; /* atomic: MB_* */
 	struct ao_conn *mb_next; /* mailbox link (while MB_QUEUED) */
 	uint32_t backlog; /* atomic: packets queued on the strand */

@@ -63,17 +63,40 @@ void io_sendq_flush(struct ao_conn *c)
 	sendq_free(done, inline_buf);
 }
 
-static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
+/* What conn_send() queues. */
+enum send_kind {
+	SEND_RAW, /* ao_conn_send(): the bytes as they are */
+	SEND_PACKET, /* ao_conn_send_packet(): framed */
+	SEND_WS_CLOSE, /* io_conn_send_ws_close(): the last bytes */
+};
+
+/*
+ * Why a send is refused: -EPIPE once a WebSocket's close frame is queued
+ * (for good: RFC 6455 section 5.5.1 allows no data frame after it), else
+ * -ENOTCONN.  Under sq_lock, or after an acquire load of closed that saw
+ * it set (ws_fin was set before it, see io_conn_send_ws_close()).
+ */
+static int send_refused(const struct ao_conn *c)
+{
+	/* Relaxed: ordered by sq_lock or by the acquire load of closed
+	 * (above). */
+	return __atomic_load_n(&c->ws_fin, __ATOMIC_RELAXED) ? -EPIPE :
+							       -ENOTCONN;
+}
+
+static int conn_send(struct ao_conn *c, struct ao_buf *buf, enum send_kind kind)
 {
 	struct sendq_node *n, *spare = NULL;
 	uint8_t hdr[10] = { 0 };
 	uint32_t len = buf->len, total, charge, pre = 0;
 	int hl = 0;
 
-	/* Acquire: pairs with the release store in io_conn_close_hard(). */
+	/* Acquire: pairs with the release stores of closed (in
+	 * io_conn_close_hard() and io_conn_check_drained()), which the ring
+	 * made after it set ws_fin, if it did. */
 	if (__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
-		return -ENOTCONN;
-	if (framed) {
+		return send_refused(c);
+	if (kind == SEND_PACKET) {
 		/* Acquire: pairs with the release store when the upgrade
 		 * completed (io/http.c). */
 		uint32_t proto = __atomic_load_n(&c->proto, __ATOMIC_ACQUIRE);
@@ -103,10 +126,16 @@ static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 	charge = total > buf->cap ? total : buf->cap;
 	for (;;) {
 		ao_spin_lock(&c->sq_lock);
-		if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED)) {
+		/* Relaxed: both are written under sq_lock.  A send after the
+		 * close frame is refused in the same lock order that put the
+		 * frame on the queue: nothing can follow it. */
+		if (__atomic_load_n(&c->closed, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&c->ws_fin, __ATOMIC_RELAXED)) {
+			int err = send_refused(c);
+
 			ao_spin_unlock(&c->sq_lock);
 			free(spare);
-			return -ENOTCONN;
+			return err;
 		}
 		if (c->sq_charge + charge > c->srv->cfg.sendq_max) {
 			ao_spin_unlock(&c->sq_lock);
@@ -145,6 +174,11 @@ static int conn_send(struct ao_conn *c, struct ao_buf *buf, bool framed)
 	c->sq_tail = n;
 	c->sq_bytes += total;
 	c->sq_charge += charge;
+	if (kind == SEND_WS_CLOSE) {
+		/* Relaxed: read under sq_lock, or after the acquire load of
+		 * closed, which is stored (release) after this. */
+		__atomic_store_n(&c->ws_fin, 1, __ATOMIC_RELAXED);
+	}
 	ao_spin_unlock(&c->sq_lock);
 	free(spare); /* the inline node turned out free meanwhile */
 	if (io_current_ring() == c->ring)
@@ -158,14 +192,19 @@ int ao_conn_send(struct ao_conn *c, struct ao_buf *buf)
 {
 	if (!c || !buf)
 		return -EINVAL;
-	return conn_send(c, buf, false);
+	return conn_send(c, buf, SEND_RAW);
 }
 
 int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf)
 {
 	if (!c || !buf)
 		return -EINVAL;
-	return conn_send(c, buf, true);
+	return conn_send(c, buf, SEND_PACKET);
+}
+
+int io_conn_send_ws_close(struct ao_conn *c, struct ao_buf *buf)
+{
+	return conn_send(c, buf, SEND_WS_CLOSE);
 }
 
 /* Under sq_lock: c->iov from the queue. */

@@ -26,6 +26,14 @@ struct sendq_node {
 	uint8_t hdr[10]; /* a length prefix, or a WebSocket header */
 };
 
+/*
+ * Queue a WebSocket's close frame (buf's bytes, raw, as ao_conn_send()
+ * does) and, in the same hold of sq_lock, refuse every later send with
+ * -EPIPE: what was queued before it goes first, nothing after it (RFC
+ * 6455 section 5.5.1).  Ring thread; 0 or a negative errno (nothing is
+ * queued or refused then).
+ */
+int io_conn_send_ws_close(struct ao_conn *c, struct ao_buf *buf);
 /* Fill c->iov from the send queue; returns the number of entries. */
 uint32_t io_conn_fill_iov(struct ao_conn *c);
 /* n bytes of the send queue went out: drop what is done, then fill c->iov

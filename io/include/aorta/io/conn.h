@@ -69,10 +69,12 @@ AO_API void ao_conn_put(struct ao_conn *c);
  * any thread.  The connection takes its own reference on buf and drops it
  * when the send completes, so one buffer may go to many connections; do not
  * change its bytes until then.  Returns 0, -ENOTCONN once the connection is
- * closing, -ENOBUFS if this send would pass the send-queue bound (the
- * connection is then closed as a slow consumer), or -ENOMEM.  Called on
- * the connection's ring thread (a handler under AO_SERVER_RING_HANDLERS),
- * the send starts when the handler returns, with no cross-thread wake-up.
+ * closing, -EPIPE on a WebSocket once its close frame is queued (see
+ * ao_conn_close()), -ENOBUFS if this send would pass the send-queue bound
+ * (the connection is then closed as a slow consumer), or -ENOMEM.  Called
+ * on the connection's ring thread (a handler under
+ * AO_SERVER_RING_HANDLERS), the send starts when the handler returns, with
+ * no cross-thread wake-up.
  */
 AO_API int ao_conn_send(struct ao_conn *c, struct ao_buf *buf);
 /* Same, as one packet: the server's length prefix goes first. */
@@ -81,9 +83,14 @@ AO_API int ao_conn_send_packet(struct ao_conn *c, struct ao_buf *buf);
  * Close gracefully (reason AO_CLOSE_LOCAL), from any thread: nothing more
  * is read, packets already received still run, and every byte sent before
  * the close (and by those packets) reaches the peer before the FIN.  Sends
- * fail with -ENOTCONN once the queue is empty.  Bounded by the server's
- * linger_ms: a peer that does not read by then gets a reset (SO_LINGER 0)
- * instead, and the rest is dropped.  0, or -ENOTCONN if already closing.
+ * fail with -ENOTCONN once the queue is empty.  A WebSocket sends its
+ * close frame (1000) once those packets have run, behind what was queued
+ * until then; from then on every send fails with -EPIPE, as after any
+ * graceful close of a WebSocket (the peer's close, a protocol error, a
+ * failed on_packet, ao_server_stop()): no data frame may follow a close
+ * frame (RFC 6455 section 5.5.1).  Bounded by the server's linger_ms: a
+ * peer that does not read by then gets a reset (SO_LINGER 0) instead, and
+ * the rest is dropped.  0, or -ENOTCONN if already closing.
  */
 AO_API int ao_conn_close(struct ao_conn *c);
 /* Close at once as a slow consumer (reason AO_CLOSE_SLOW), with a reset
