@@ -8,12 +8,15 @@
  * (answered in the handler or from another thread) and the 404 without
  * it, len16 and HTTP sniffed on one port, the server's pings, and frame
  * once, send to many: one buffer broadcast to 1, 10 and 1000 WebSocket
- * connections writes one header and takes no other pool buffer.
+ * connections writes one header and takes no other pool buffer; no data
+ * frame after the server's close frame, whatever closes the connection
+ * while another thread sends.
  * Loopback only, ephemeral ports, bounded by a watchdog.
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1429,6 +1432,197 @@ static void test_broadcast_threads(void **state)
 	t_watchdog_disarm();
 }
 
+/* ---- no data frame after the close frame ---- */
+
+/*
+ * RFC 6455 section 5.5.1: after sending a close frame, an endpoint sends
+ * no more data frames.  A thread sends without a pause on a kept handle
+ * while the connection closes (ao_conn_close(), the peer's close, a
+ * protocol error, the stop), and the client reads every frame up to the
+ * EOF: each send that returned 0 must arrive, all of them before the close
+ * frame, nothing after it, and the first refused send says -EPIPE.
+ */
+enum close_by { BY_LOCAL, BY_PEER, BY_ERROR, BY_STOP };
+
+struct close_sender {
+	struct ao_conn *c;
+	struct ao_buf *buf;
+	uint32_t sent; /* sends that returned 0 */
+	int err; /* the first refusal */
+};
+
+static void *close_sender_main(void *arg)
+{
+	struct close_sender *s = arg;
+	int err;
+
+	for (;;) {
+		/* A short queue: never closed as a slow consumer. */
+		if (ao_conn_send_queued(s->c) > 8192) {
+			sched_yield();
+			continue;
+		}
+		err = ao_conn_send_packet(s->c, s->buf);
+		if (err)
+			break;
+		s->sent++;
+	}
+	s->err = err;
+	return NULL;
+}
+
+/* ao_server_stop() waits for the drain, which waits for the client. */
+static void *close_stopper_main(void *arg)
+{
+	return (void *)(intptr_t)ao_server_stop(arg);
+}
+
+struct close_count {
+	uint32_t runs, late, lost, not_epipe;
+};
+
+/* One connection: send, close while sending, read to the EOF. */
+static void close_once(struct ao_server *srv, enum close_by by, uint32_t i,
+		       struct close_count *cc)
+{
+	static const int want_code[] = { 1000, 1000, 1002, 1001 };
+	struct close_sender s = { 0 };
+	pthread_t ts, tstop;
+	uint32_t before = 0, after = 0;
+	uint8_t b0, got[256];
+	int fd, n, code = -1;
+
+	fd = ws_connect(ao_server_port(srv), NULL);
+	WAIT_UNTIL(__atomic_load_n(&t_nconns, __ATOMIC_ACQUIRE) == i + 1, 5000);
+	s.c = t_conns[i];
+	s.buf = ao_buf_get(ao_server_pool(srv));
+	assert_non_null(s.buf);
+	s.buf->len = 100;
+	memset(s.buf->data, 'd', 100);
+	assert_int_equal(pthread_create(&ts, NULL, close_sender_main, &s), 0);
+	/* The sender is under way. */
+	while (before < 20) {
+		assert_int_equal(ws_recv(fd, &b0, got, sizeof(got)), 100);
+		assert_int_equal(b0, 0x82);
+		before++;
+	}
+	switch (by) {
+	case BY_LOCAL:
+		assert_int_equal(ao_conn_close(s.c), 0);
+		break;
+	case BY_PEER:
+		ws_send(fd, 0x8, "\x03\xe8", 2);
+		break;
+	case BY_ERROR:
+		ws_send_raw(fd, 0x82, false, "unmasked", 8);
+		break;
+	case BY_STOP:
+		assert_int_equal(pthread_create(&tstop, NULL,
+						close_stopper_main, srv),
+				 0);
+		break;
+	}
+	for (;;) {
+		n = ws_recv(fd, &b0, got, sizeof(got));
+		if (n < 0)
+			break;
+		if (b0 == 0x88) {
+			code = n >= 2 ? got[0] << 8 | got[1] : 1005;
+			continue;
+		}
+		assert_int_equal(b0, 0x82);
+		assert_int_equal(n, 100);
+		if (code < 0) {
+			before++;
+		} else {
+			after++;
+			break; /* a data frame after the close: enough */
+		}
+	}
+	close(fd); /* after a late frame: a reset, which ends the sender */
+	pthread_join(ts, NULL);
+	ao_buf_put(s.buf);
+	ao_conn_put(s.c);
+	if (by == BY_STOP) {
+		void *ret;
+
+		pthread_join(tstop, &ret);
+		assert_int_equal((intptr_t)ret, 0);
+	}
+	assert_int_equal(code, want_code[by]);
+	cc->runs++;
+	if (after)
+		cc->late++;
+	else if (before != s.sent)
+		cc->lost++;
+	if (s.err != -EPIPE)
+		cc->not_epipe++;
+}
+
+static void close_order(void **state, enum close_by by, long runs)
+{
+	struct ao_server_config cfg;
+	struct ao_server *srv = NULL;
+	struct close_count cc = { 0 };
+
+	base_config(state, &cfg);
+	cfg.handlers.on_open = h_open_keep;
+	/* The socket takes little at a time: the send queue is rarely empty
+	 * when the close frame is queued. */
+	cfg.sock_sndbuf = 4096;
+	if (runs > 1000)
+		runs = 1000; /* t_conns[] */
+	t_watchdog_arm(120, "ws close order");
+	for (long r = 0; r < runs; r++) {
+		if (!srv)
+			srv = start(&cfg);
+		close_once(srv, by, by == BY_STOP ? 0 : (uint32_t)r, &cc);
+		if (by == BY_STOP) {
+			/* Stopped by close_once(): finish() without the
+			 * stop. */
+			assert_int_equal(ao_bufpool_in_use(ao_server_pool(srv)),
+					 0);
+			assert_int_equal(ao_server_destroy(srv), 0);
+			assert_int_equal(__atomic_load_n(&t_errors,
+							 __ATOMIC_RELAXED),
+					 0);
+			srv = NULL;
+		}
+	}
+	if (srv) {
+		WAIT_UNTIL(stats(srv).open == 0, 5000);
+		finish(srv);
+	}
+	if (cc.late || cc.lost || cc.not_epipe)
+		print_message("%u runs: %u with a data frame after the close, "
+			      "%u with a frame lost, %u without -EPIPE\n",
+			      cc.runs, cc.late, cc.lost, cc.not_epipe);
+	assert_int_equal(cc.late, 0);
+	assert_int_equal(cc.lost, 0);
+	assert_int_equal(cc.not_epipe, 0);
+	t_watchdog_disarm();
+}
+
+static void test_close_order_local(void **state)
+{
+	close_order(state, BY_LOCAL, t_scaled(200, 20));
+}
+
+static void test_close_order_peer(void **state)
+{
+	close_order(state, BY_PEER, t_scaled(200, 20));
+}
+
+static void test_close_order_error(void **state)
+{
+	close_order(state, BY_ERROR, t_scaled(200, 20));
+}
+
+static void test_close_order_stop(void **state)
+{
+	close_order(state, BY_STOP, t_scaled(30, 5));
+}
+
 /* ---- out of pool buffers: messages wait, none is lost ---- */
 
 static uint32_t t_stall;
@@ -1563,6 +1757,10 @@ int main(void)
 		BOTH(test_broadcast_1000),
 		BOTH(test_broadcast_threads),
 		BOTH(test_pool_exhausted),
+		BOTH(test_close_order_local),
+		BOTH(test_close_order_peer),
+		BOTH(test_close_order_error),
+		BOTH(test_close_order_stop),
 	};
 	struct ao_server_config cfg = AO_SERVER_CONFIG_INIT;
 	struct ao_server *srv;
