@@ -459,12 +459,17 @@ void io_conn_check_drained(struct ao_conn *c)
 {
 	if (c->state != CONN_DRAINING)
 		return;
-	if (__atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST) || c->held ||
-	    c->send_busy)
+	if (__atomic_load_n(&c->backlog, __ATOMIC_SEQ_CST) || c->held)
 		return;
 	/* A WebSocket's close frame goes after everything the handlers
-	 * sent, and its own send completion looks here again. */
+	 * sent, and its own send completion looks here again.  It does not
+	 * wait for a send in flight (io_uring): while one is, sends from
+	 * other threads would still get in ahead of it, and a sender that
+	 * keeps the queue from emptying would hold it back to the
+	 * deadline, then a reset without it. */
 	if (c->ws && io_wsc_drain(c))
+		return;
+	if (c->send_busy)
 		return;
 	/* Refuse sends from now on, but only with the queue empty: a send
 	 * that got in first (a kept handle on another thread) is sent, and

@@ -1441,12 +1441,22 @@ static void test_broadcast_threads(void **state)
  * protocol error, the stop), and the client reads every frame up to the
  * EOF: each send that returned 0 must arrive, all of them before the close
  * frame, nothing after it, and the first refused send says -EPIPE.
+ * With a slow reader and a sender that keeps 64 KiB queued, the close
+ * frame is not held back to the linger deadline (and a reset).
  */
 enum close_by { BY_LOCAL, BY_PEER, BY_ERROR, BY_STOP };
+
+struct close_case {
+	enum close_by by;
+	long runs;
+	size_t queue; /* the sender keeps at most this much queued */
+	bool slow; /* the client sleeps 20 us before each frame */
+};
 
 struct close_sender {
 	struct ao_conn *c;
 	struct ao_buf *buf;
+	size_t queue;
 	uint32_t sent; /* sends that returned 0 */
 	int err; /* the first refusal */
 };
@@ -1457,8 +1467,8 @@ static void *close_sender_main(void *arg)
 	int err;
 
 	for (;;) {
-		/* A short queue: never closed as a slow consumer. */
-		if (ao_conn_send_queued(s->c) > 8192) {
+		/* Under sendq_max: never closed as a slow consumer. */
+		if (ao_conn_send_queued(s->c) > s->queue) {
 			sched_yield();
 			continue;
 		}
@@ -1482,9 +1492,10 @@ struct close_count {
 };
 
 /* One connection: send, close while sending, read to the EOF. */
-static void close_once(struct ao_server *srv, enum close_by by, uint32_t i,
-		       struct close_count *cc)
+static void close_once(struct ao_server *srv, const struct close_case *cs,
+		       uint32_t i, struct close_count *cc)
 {
+	enum close_by by = cs->by;
 	static const int want_code[] = { 1000, 1000, 1002, 1001 };
 	struct close_sender s = { 0 };
 	pthread_t ts, tstop;
@@ -1495,6 +1506,7 @@ static void close_once(struct ao_server *srv, enum close_by by, uint32_t i,
 	fd = ws_connect(ao_server_port(srv), NULL);
 	WAIT_UNTIL(__atomic_load_n(&t_nconns, __ATOMIC_ACQUIRE) == i + 1, 5000);
 	s.c = t_conns[i];
+	s.queue = cs->queue;
 	s.buf = ao_buf_get(ao_server_pool(srv));
 	assert_non_null(s.buf);
 	s.buf->len = 100;
@@ -1523,6 +1535,8 @@ static void close_once(struct ao_server *srv, enum close_by by, uint32_t i,
 		break;
 	}
 	for (;;) {
+		if (cs->slow)
+			t_sleep_ns(20000);
 		n = ws_recv(fd, &b0, got, sizeof(got));
 		if (n < 0)
 			break;
@@ -1559,11 +1573,13 @@ static void close_once(struct ao_server *srv, enum close_by by, uint32_t i,
 		cc->not_epipe++;
 }
 
-static void close_order(void **state, enum close_by by, long runs)
+static void close_order(void **state, const struct close_case *cs)
 {
 	struct ao_server_config cfg;
 	struct ao_server *srv = NULL;
 	struct close_count cc = { 0 };
+	enum close_by by = cs->by;
+	long runs = cs->runs;
 
 	base_config(state, &cfg);
 	cfg.handlers.on_open = h_open_keep;
@@ -1576,7 +1592,7 @@ static void close_order(void **state, enum close_by by, long runs)
 	for (long r = 0; r < runs; r++) {
 		if (!srv)
 			srv = start(&cfg);
-		close_once(srv, by, by == BY_STOP ? 0 : (uint32_t)r, &cc);
+		close_once(srv, cs, by == BY_STOP ? 0 : (uint32_t)r, &cc);
 		if (by == BY_STOP) {
 			/* Stopped by close_once(): finish() without the
 			 * stop. */
@@ -1605,22 +1621,38 @@ static void close_order(void **state, enum close_by by, long runs)
 
 static void test_close_order_local(void **state)
 {
-	close_order(state, BY_LOCAL, t_scaled(200, 20));
+	struct close_case cs = { BY_LOCAL, t_scaled(200, 20), 8192, false };
+
+	close_order(state, &cs);
 }
 
 static void test_close_order_peer(void **state)
 {
-	close_order(state, BY_PEER, t_scaled(200, 20));
+	struct close_case cs = { BY_PEER, t_scaled(200, 20), 8192, false };
+
+	close_order(state, &cs);
 }
 
 static void test_close_order_error(void **state)
 {
-	close_order(state, BY_ERROR, t_scaled(200, 20));
+	struct close_case cs = { BY_ERROR, t_scaled(200, 20), 8192, false };
+
+	close_order(state, &cs);
 }
 
 static void test_close_order_stop(void **state)
 {
-	close_order(state, BY_STOP, t_scaled(30, 5));
+	struct close_case cs = { BY_STOP, t_scaled(30, 5), 8192, false };
+
+	close_order(state, &cs);
+}
+
+/* The queue never empties: the close frame still goes, behind it. */
+static void test_close_order_busy(void **state)
+{
+	struct close_case cs = { BY_LOCAL, 5, 65536, true };
+
+	close_order(state, &cs);
 }
 
 /* ---- out of pool buffers: messages wait, none is lost ---- */
@@ -1761,6 +1793,7 @@ int main(void)
 		BOTH(test_close_order_peer),
 		BOTH(test_close_order_error),
 		BOTH(test_close_order_stop),
+		BOTH(test_close_order_busy),
 	};
 	struct ao_server_config cfg = AO_SERVER_CONFIG_INIT;
 	struct ao_server *srv;
