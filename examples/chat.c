@@ -48,7 +48,8 @@ static void broadcast(struct room *r, struct ao_buf *msg)
 	}
 	for (unsigned int i = 0; i < n; i++) {
 		/* Each send takes its own reference on msg.  A member that
-		 * left meanwhile refuses it (-ENOTCONN): that is fine. */
+		 * left meanwhile refuses it (-ENOTCONN, or -EPIPE once a
+		 * WebSocket's close frame is queued): that is fine. */
 		ao_conn_send_packet(to[i], msg);
 		ao_conn_put(to[i]);
 	}

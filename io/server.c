@@ -161,7 +161,10 @@
  * stop) stops reading (bad input: what follows it is dropped, held input
  * too), lets the backlog run, and refuses sends only once the send queue
  * is empty, under its lock (io_conn_check_drained()), so that a send from
- * another thread either gets in and is sent or is refused.  Then
+ * another thread either gets in and is sent or is refused.  A WebSocket's
+ * close frame is the exception: from the hold of that lock that queues
+ * it, sends are refused with -EPIPE (io_conn_send_ws_close(); RFC 6455
+ * allows no data frame after it), whatever is still queued.  Then
  * shutdown(SHUT_WR) queues the FIN behind what the kernel still holds, and
  * the socket is kept (LINGER), read and dropped, until SIOCOUTQNSD says
  * nothing of ours is unsent: closed earlier, unread input or input that
