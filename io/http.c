@@ -195,6 +195,27 @@ static int send_bytes(struct ao_conn *c, const void *bytes, size_t n)
 	return 0;
 }
 
+/* n bytes (a close frame) in one buffer, as the connection's last: every
+ * send after it is refused with -EPIPE (io_conn_send_ws_close()). */
+static int send_last(struct ao_conn *c, const void *bytes, size_t n)
+{
+	struct ao_buf *b = ao_buf_get(c->srv->pool);
+	int err;
+
+	if (!b)
+		return -ENOMEM;
+	if (b->cap < n) {
+		ao_buf_put(b);
+		return -ENOBUFS;
+	}
+	memcpy(b->data, bytes, n);
+	b->len = (uint32_t)n;
+	err = io_conn_send_ws_close(c, b);
+	ao_buf_put(b);
+	return err;
+}
+
+/* A control frame; a close frame goes out as the connection's last. */
 static int send_ctl(struct ao_conn *c, uint8_t op, const uint8_t *payload,
 		    size_t n)
 {
@@ -203,31 +224,9 @@ static int send_ctl(struct ao_conn *c, uint8_t op, const uint8_t *payload,
 
 	if (n)
 		memcpy(f + hl, payload, n);
+	if (op == IO_WS_OP_CLOSE)
+		return send_last(c, f, hl + n);
 	return send_bytes(c, f, hl + n);
-}
-
-/* The close frame (a code or nothing: 4 bytes at most), in one buffer,
- * as the connection's last bytes: every send after it is refused with
- * -EPIPE (io_conn_send_ws_close()).  0 or a negative errno. */
-static int send_close(struct ao_conn *c, const uint8_t *payload, size_t n)
-{
-	struct ao_buf *b = ao_buf_get(c->srv->pool);
-	unsigned int hl;
-	int err;
-
-	if (!b)
-		return -ENOMEM;
-	if (b->cap < 2 + n) {
-		ao_buf_put(b);
-		return -ENOBUFS;
-	}
-	hl = io_ws_write_hdr(b->data, IO_WS_OP_CLOSE, true, n);
-	if (n)
-		memcpy((uint8_t *)b->data + hl, payload, n);
-	b->len = hl + (uint32_t)n;
-	err = io_conn_send_ws_close(c, b);
-	ao_buf_put(b);
-	return err;
 }
 
 bool io_wsc_drain(struct ao_conn *c)
@@ -268,7 +267,7 @@ bool io_wsc_drain(struct ao_conn *c)
 	}
 	pl[0] = (uint8_t)(code >> 8);
 	pl[1] = (uint8_t)code;
-	return send_close(c, pl, n) == 0;
+	return send_ctl(c, IO_WS_OP_CLOSE, pl, n) == 0;
 }
 
 enum ao_close_reason io_wsc_local_reason(const struct ao_conn *c)
@@ -588,16 +587,22 @@ static int ws_frames(struct ao_conn *c, uint8_t *p, size_t len, size_t *usedp)
 	return 0;
 }
 
-static void ws_upgrade(struct ao_conn *c)
+/* The handshake's side of the server's configuration. */
+static struct io_http_cfg http_cfg(const struct ao_server *srv)
 {
-	struct io_wsc *w = c->ws;
-	struct ao_server *srv = c->srv;
-	struct io_http_cfg hc = {
+	return (struct io_http_cfg){
 		.protocols = srv->cfg.ws.protocols,
 		.n_protocols = srv->n_protocols,
 		.max_request = srv->cfg.ws.header_max,
 		.origins = srv->cfg.ws.origins,
 	};
+}
+
+static void ws_upgrade(struct ao_conn *c)
+{
+	struct io_wsc *w = c->ws;
+	struct ao_server *srv = c->srv;
+	struct io_http_cfg hc = http_cfg(srv);
 	char out[512];
 	int n = io_ws_write_accept(out, sizeof(out), &hc, &w->req);
 
@@ -623,12 +628,7 @@ static int ws_head(struct ao_conn *c, uint8_t *p, size_t len, size_t *usedp)
 {
 	struct io_wsc *w = c->ws;
 	struct ao_server *srv = c->srv;
-	struct io_http_cfg hc = {
-		.protocols = srv->cfg.ws.protocols,
-		.n_protocols = srv->n_protocols,
-		.max_request = srv->cfg.ws.header_max,
-		.origins = srv->cfg.ws.origins,
-	};
+	struct io_http_cfg hc = http_cfg(srv);
 	uint32_t old = w->head_len;
 	size_t n = w->head_cap - w->head_len, k;
 	int ret;
