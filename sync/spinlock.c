@@ -11,9 +11,14 @@
  *	bit 2	STARVING	a sleeper has waited > starve_ns
  *	bit 3	WOKEN		an unlock woke a sleeper that has not yet
  *				re-checked: further unlocks need not wake
+ *	bit 4	PARK		restricted: waiters park, unlocks do not wake
  *	8..31	waiters		threads in phase 3 (registered to sleep)
  *
- * Lock:  fast path CAS 0 -> LOCKED (inline).  Slow path:
+ * Lock:  fast path: set LOCKED with an atomic OR (inline); it took the lock
+ * if LOCKED was clear.  HANDOFF and STARVING are never set on a free lock
+ * (an unlock that owes the lock to a sleeper keeps LOCKED, and the starver
+ * clears STARVING when it gets the lock), so a clear LOCKED bit is a lock
+ * anyone may take.  Slow path:
  *   1. spin: if the lock is free take it; else join the process's
  *      spinners (a counter of its own, not in the word), unless there are
  *      already as many as there are other CPUs, in which case go straight
@@ -26,19 +31,30 @@
  *   3. sleep: add one to waiters; loop { HANDOFF set: claim it; free: take
  *      it; held: clear WOKEN (and maybe set STARVING) and futex-wait on
  *      the word }; the waiter count drops in the same CAS that acquires.
+ * While PARK is set, a waiter skips 1 and 2 and parks at once (3), with a
+ * time-out; a parked waiter that wakes (timed out, or woken) and finds the
+ * lock held and PARK still set leaves the queue (waiters - 1, in one CAS
+ * that also clears WOKEN) and goes through 1-3 once more: the rotation.
  *
  * Unlock: fast path CAS LOCKED -> 0 (inline), which fails whenever any
  * other bit is set.  Slow path: no waiters: word = 0; STARVING: set HANDOFF
  * and keep LOCKED (the lock passes to a sleeper, newcomers see it busy);
- * otherwise clear LOCKED.  If there are waiters and WOKEN is clear, set
- * WOKEN and wake one.
+ * otherwise clear LOCKED.  With waiters, PARK is set or cleared as the
+ * controller says.  If there are waiters, WOKEN is clear and either PARK is
+ * clear or STARVING set, set WOKEN and wake one.  An unlock that sets PARK
+ * where it was clear wakes every sleeper (see below).
  *
  * Why no wake is lost: a waiter sleeps only with futex_wait(word, v) where v
  * is the word it last read, so any change after that read (an unlock among
  * them) makes the wait return at once.  WOKEN is set only together with a
  * wake, and every waiter clears it (by CAS, which fails if the word moved)
  * before it sleeps, so while WOKEN is set some waiter is still bound to
- * re-read the word: skipping the wake is safe.
+ * re-read the word: skipping the wake is safe.  Unlocks do not wake while
+ * PARK is set, so a waiter that sleeps on a word with PARK set sleeps with
+ * a time-out: if the circulating thread never comes back, a parked waiter
+ * finds the lock free within that time.  One that went to sleep without a
+ * time-out, on a word without PARK, is woken when PARK is set (the unlock
+ * that sets it wakes all); it re-reads the word and parks with a time-out.
  *
  * How long a waiter can be passed over: barging (a spinning newcomer taking
  * the lock just released to a sleeper) is what makes the lock fast, and it
@@ -63,6 +79,34 @@
  * preempted keeps its slot until it runs again and sees its budget gone;
  * meanwhile waiters yield and sleep, as with a mutex.
  *
+ * Concurrency restriction (PARK): when the lock is saturated, every
+ * hand-over to a waiter on another CPU moves the lock word and the data it
+ * guards between caches.  With the waiters parked, the holder re-takes the
+ * lock after its outside work with both still in its cache (Dice,
+ * "Malthusian Locks", EuroSys 2017).  That wins when a hand-over costs
+ * more than the overlap two circulating threads get (one's outside work
+ * with the other's section), which depends on the section, the work and
+ * what the machine charges for moving a line, so it is measured, not
+ * guessed.  Every acquisition adds one to a counter in the lock (a plain
+ * add by the holder, on the line the lock bit was just set on); on each
+ * contended unlock (one with waiters) the holder checks whether an epoch
+ * of CR_EPOCH acquisitions has passed, and if so times it with the cycle
+ * counter.  The mode in force keeps a running mean of its epochs; every
+ * cr_gap epochs the other mode is tried, for one epoch if that was half
+ * again as slow, else for two, and kept if their mean was a sixteenth
+ * faster.  A try
+ * that loses doubles the gap (CR_GAP_MIN .. CR_GAP_MAX), one that wins
+ * resets it.  Epochs slower than CR_SLOW_NS per acquisition mean the lock
+ * is not saturated: the mode goes back to unrestricted.  The controller's
+ * fields are read and written only by the holder, so they need no atomics
+ * (the lock's acquire and release order them); the
+ * protocol's state stays the one word (PARK in it), and a lock whose
+ * waiters never sleep never runs the controller.  Long-term fairness: a
+ * parked waiter sleeps for CR_TURN_NS times the sleepers counted, so one
+ * of them times out about every CR_TURN_NS and competes again, in turn;
+ * if it loses, it sleeps on and, past starve_ns, sets STARVING as any
+ * sleeper does.
+ *
  * Memory ordering: the acquiring CAS of each path is ACQUIRE and the
  * releasing CAS of each unlock path is RELEASE; they pair with each other
  * and are the only orderings the critical sections need.  The other
@@ -71,6 +115,7 @@
  * serialises them, and futex_wait re-reads the word in the kernel.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +158,21 @@ static struct {
  * even scenario unchanged (docs/PERFORMANCE.md).
  */
 #define DENSE_AFTER_NS BACKOFF_MAX_NS
+
+/*
+ * The restriction's controller (see the top of this file).  An epoch of
+ * 8,192 acquisitions lasts 1-12 ms when the lock is saturated by 50 ns -
+ * 1 us sections, some hundred epochs a second.
+ */
+#define CR_EPOCH 8192u
+#define CR_GAP_MIN 8u /* epochs in a mode before the other is tried */
+#define CR_GAP_MAX 128u /* ... after tries that lost, doubling */
+#define CR_SLOW_NS 5000u /* slower per acquisition: not saturated */
+#define CR_TURN_NS 250000u /* a parked waiter times out every this */
+#define CR_TURN_MAX_NS 100000000ull /* ... times the sleepers, up to this */
+#define CR_PARK 1u /* cr_state: restricted */
+#define CR_TRY 2u /* cr_state: trying the mode it is in */
+#define CR_TRY2 4u /* cr_state: ... its second epoch */
 
 static inline bool cas(uint32_t *p, uint32_t *old, uint32_t new, int mo)
 {
@@ -164,13 +224,15 @@ static uint32_t max_spinners(void)
 }
 
 static void record(struct ao_spinlock *lock, int phase, bool handoff,
-		   uint64_t waited)
+		   bool parked, uint64_t waited)
 {
 #if AO_CONFIG_LOCK_STATS
 	/* We hold the lock, so we are the only writer. */
 	ao__spin_stat_inc(lock->st_phase[phase - 1]);
 	if (handoff)
 		ao__spin_stat_inc(lock->st_handoffs);
+	if (parked)
+		ao__spin_stat_inc(lock->st_parked);
 	WRITE_ONCE(lock->st_wait, READ_ONCE(lock->st_wait) + waited);
 	if (waited > READ_ONCE(lock->st_wait_max))
 		WRITE_ONCE(lock->st_wait_max, waited);
@@ -178,6 +240,7 @@ static void record(struct ao_spinlock *lock, int phase, bool handoff,
 	(void)lock;
 	(void)phase;
 	(void)handoff;
+	(void)parked;
 	(void)waited;
 #endif
 }
@@ -247,10 +310,24 @@ static bool yield_phase(struct ao_spinlock *lock, uint32_t yields)
 	return false;
 }
 
-/* Returns true if the lock was handed over rather than taken. */
-static bool sleep_phase(struct ao_spinlock *lock, uint64_t t0, uint64_t starve)
+enum { SLEEP_TAKEN, SLEEP_HANDOFF, SLEEP_TURN };
+
+/* How long a waiter parks: its turn comes about every CR_TURN_NS. */
+static int64_t park_ns(uint32_t v)
 {
-	bool starver = false;
+	uint64_t ns = (uint64_t)CR_TURN_NS * (v / AO_SPIN_WAITER);
+
+	return (int64_t)(ns < CR_TURN_MAX_NS ? ns : CR_TURN_MAX_NS);
+}
+
+/*
+ * Returns SLEEP_HANDOFF if the lock was handed over, SLEEP_TAKEN if it was
+ * taken, SLEEP_TURN if a parked waiter left the queue to compete again.
+ */
+static int sleep_phase(struct ao_spinlock *lock, uint64_t t0, uint64_t starve,
+		       bool *parked)
+{
+	bool starver = false, timed = false;
 	uint32_t v, n;
 
 	v = __atomic_add_fetch(&lock->state, AO_SPIN_WAITER, __ATOMIC_RELAXED);
@@ -263,7 +340,15 @@ static bool sleep_phase(struct ao_spinlock *lock, uint64_t t0, uint64_t starve)
 				if (starver)
 					n &= ~AO_SPIN_STARVING;
 				if (cas(&lock->state, &v, n, __ATOMIC_ACQUIRE))
-					return true;
+					return SLEEP_HANDOFF;
+				continue;
+			}
+			if (timed && (v & AO_SPIN_PARK) && !starver) {
+				/* Parked, and awake again: our turn to compete
+				 * (a starver stays, it is owed the lock). */
+				n = (v & ~AO_SPIN_WOKEN) - AO_SPIN_WAITER;
+				if (cas(&lock->state, &v, n, __ATOMIC_RELAXED))
+					return SLEEP_TURN;
 				continue;
 			}
 			/* Held: go to sleep.  Give up WOKEN so that the next
@@ -279,7 +364,12 @@ static bool sleep_phase(struct ao_spinlock *lock, uint64_t t0, uint64_t starve)
 					starver = true;
 				v = n;
 			}
-			ao_futex_wait(&lock->state, v, -1);
+			/* Unlocks do not wake while PARK is set: park with a
+			 * time-out, so that a lock left free is found. */
+			timed = v & AO_SPIN_PARK;
+			if (timed)
+				*parked = true;
+			ao_futex_wait(&lock->state, v, timed ? park_ns(v) : -1);
 			v = __atomic_load_n(&lock->state, __ATOMIC_RELAXED);
 			continue;
 		}
@@ -288,56 +378,138 @@ static bool sleep_phase(struct ao_spinlock *lock, uint64_t t0, uint64_t starve)
 		if (starver)
 			n &= ~AO_SPIN_STARVING;
 		if (cas(&lock->state, &v, n, __ATOMIC_ACQUIRE))
-			return false;
+			return SLEEP_TAKEN;
 	}
 }
 
 void ao__spin_lock_slow(struct ao_spinlock *lock, const char *file, int line)
 {
-	uint64_t t0 = ao_cycles();
+	uint64_t t0, starve;
 	uint32_t spin_ns = READ_ONCE(lock->spin_ns);
-	int phase = 1;
-	bool handoff = false;
+	bool turn = false, parked = false;
+	int phase, r = SLEEP_TAKEN;
 
 	/*
-	 * The inline CAS expects a word of 0, so it fails on a free lock that
-	 * still has sleepers counted.  Taking such a lock at the first look is
-	 * no wait at all: count it as the fast path, not as phase 1.
+	 * The inline path fails only on a held lock, but it may be free by
+	 * now.  Taking it at this first look is no wait at all: count it as
+	 * the fast path, not as phase 1.
 	 */
 	if (ao__spin_trylock(lock, file, line))
 		return;
-	if (spin_ns && spin_phase(lock, t0, ao_ns_to_cycles(spin_ns)))
-		goto acquired;
-	phase = 2;
-	if (yield_phase(lock, READ_ONCE(lock->yields)))
-		goto acquired;
-	phase = 3;
-	handoff = sleep_phase(lock, t0,
-			      ao_ns_to_cycles(READ_ONCE(lock->starve_ns)));
+	t0 = ao_cycles();
+	starve = ao_ns_to_cycles(READ_ONCE(lock->starve_ns));
+	for (;;) {
+		/* Restricted: park at once, unless it is our turn. */
+		if (turn || !(__atomic_load_n(&lock->state, __ATOMIC_RELAXED) &
+			      AO_SPIN_PARK)) {
+			phase = 1;
+			if (spin_ns && spin_phase(lock, turn ? ao_cycles() : t0,
+						  ao_ns_to_cycles(spin_ns)))
+				goto acquired;
+			phase = 2;
+			if (yield_phase(lock, READ_ONCE(lock->yields)))
+				goto acquired;
+		}
+		phase = 3;
+		r = sleep_phase(lock, t0, starve, &parked);
+		if (r != SLEEP_TURN)
+			break;
+		turn = true;
+	}
 acquired:
-	record(lock, phase, handoff, ao_cycles() - t0);
+	lock->cr_acq++; /* the holder's: ordered by the lock */
+	record(lock, phase, r == SLEEP_HANDOFF, parked, ao_cycles() - t0);
 	if (AO_CONFIG_DEBUG)
 		ao__spin_debug_acquired(lock, file, line);
 }
 
+/*
+ * The restriction's controller, run by the holder on each contended unlock
+ * (see the top of this file): AO_SPIN_PARK if the lock is to be restricted
+ * from this unlock on, else 0.  Only the holder reads and writes the cr_*
+ * fields: the lock's acquire and release order them.
+ */
+static uint32_t cr_mode(struct ao_spinlock *lock)
+{
+	uint32_t mode = READ_ONCE(lock->park), st = lock->cr_state, m, n;
+	uint64_t now, cost;
+
+	if (mode != AO_SPIN_PARK_AUTO)
+		return mode == AO_SPIN_PARK_ALWAYS ? AO_SPIN_PARK : 0;
+	n = lock->cr_acq - lock->cr_acq0;
+	if (n < CR_EPOCH)
+		return st & CR_PARK ? AO_SPIN_PARK : 0;
+	/* Cost: cycles per acquisition, in sixteenths. */
+	now = ao_cycles();
+	cost = (now - lock->cr_t0) * 16 / n;
+	lock->cr_t0 = now;
+	lock->cr_acq0 = lock->cr_acq;
+	m = st & CR_PARK;
+	if (cost > ao_ns_to_cycles(CR_SLOW_NS) * 16) {
+		/* Not saturated (or the first epoch): start over. */
+		st = 0;
+		lock->cr_gap = CR_GAP_MIN;
+		lock->cr_left = CR_GAP_MIN;
+		lock->cr_base = 0;
+	} else if (!(st & CR_TRY)) {
+		/* In force: a running mean, a quarter for the new epoch. */
+		lock->cr_base = lock->cr_base ? (3 * lock->cr_base + cost) / 4 :
+						cost;
+		if (!--lock->cr_left)
+			st = (m ^ CR_PARK) | CR_TRY;
+	} else if (!(st & CR_TRY2) &&
+		   cost < lock->cr_base + lock->cr_base / 2) {
+		/* Not clearly worse after one epoch: run a second. */
+		lock->cr_try = cost;
+		st |= CR_TRY2;
+	} else {
+		if (st & CR_TRY2)
+			cost = (lock->cr_try + cost) / 2;
+		if (cost + cost / 16 < lock->cr_base) {
+			/* A sixteenth faster: keep it. */
+			st = m;
+			lock->cr_base = cost;
+			lock->cr_gap = CR_GAP_MIN;
+		} else {
+			st = m ^ CR_PARK;
+			if (lock->cr_gap < CR_GAP_MAX)
+				lock->cr_gap *= 2;
+		}
+		lock->cr_left = lock->cr_gap;
+	}
+	lock->cr_state = st;
+	return st & CR_PARK ? AO_SPIN_PARK : 0;
+}
+
 void ao__spin_unlock_slow(struct ao_spinlock *lock, uint32_t v)
 {
-	uint32_t n;
-	bool wake;
+	uint32_t n, park = 0;
+	bool ctl = false;
+	int wake;
 
 	do {
-		wake = false;
+		wake = 0;
 		if (!(v & AO_SPIN_WAITERS_MASK)) {
 			n = 0;
 		} else {
+			if (!ctl) {
+				park = cr_mode(lock);
+				ctl = true;
+			}
+			n = (v & ~AO_SPIN_PARK) | park;
 			/* STARVING: keep it held, for a sleeper to claim. */
 			if (v & AO_SPIN_STARVING)
-				n = v | AO_SPIN_HANDOFF;
+				n |= AO_SPIN_HANDOFF;
 			else
-				n = v & ~AO_SPIN_LOCKED;
-			if (!(v & AO_SPIN_WOKEN)) {
+				n &= ~AO_SPIN_LOCKED;
+			if (park & ~v) {
+				/* Restricted from now: sleepers without a
+				 * time-out must re-read the word and park. */
+				wake = INT_MAX;
+			} else if (!(v & AO_SPIN_WOKEN) &&
+				   (!park || (v & AO_SPIN_STARVING))) {
 				n |= AO_SPIN_WOKEN;
-				wake = true;
+				wake = 1;
 			}
 		}
 		/* Release: pairs with the acquire CAS of the next holder. */
@@ -347,7 +519,7 @@ void ao__spin_unlock_slow(struct ao_spinlock *lock, uint32_t v)
 	 * FUTEX_WAKE only hashes the address, it does not touch the memory.
 	 */
 	if (wake)
-		ao_futex_wake(&lock->state, 1);
+		ao_futex_wake(&lock->state, wake);
 }
 
 void ao_spin_init(struct ao_spinlock *lock)
@@ -359,11 +531,13 @@ int ao_spin_set_tune(struct ao_spinlock *lock, const struct ao_spin_tune *t)
 {
 	if (!t || t->spin_ns > AO_SPIN_MAX_SPIN_NS ||
 	    t->yields > AO_SPIN_MAX_YIELDS ||
-	    t->starve_ns > AO_SPIN_MAX_STARVE_NS)
+	    t->starve_ns > AO_SPIN_MAX_STARVE_NS ||
+	    t->park > AO_SPIN_PARK_ALWAYS)
 		return -EINVAL;
 	WRITE_ONCE(lock->spin_ns, t->spin_ns);
 	WRITE_ONCE(lock->yields, t->yields);
 	WRITE_ONCE(lock->starve_ns, t->starve_ns);
+	WRITE_ONCE(lock->park, t->park);
 	return 0;
 }
 
@@ -372,6 +546,7 @@ void ao_spin_get_tune(const struct ao_spinlock *lock, struct ao_spin_tune *t)
 	t->spin_ns = READ_ONCE(lock->spin_ns);
 	t->yields = READ_ONCE(lock->yields);
 	t->starve_ns = READ_ONCE(lock->starve_ns);
+	t->park = READ_ONCE(lock->park);
 }
 
 int ao_spin_stats(const struct ao_spinlock *lock, struct ao_spin_stats *st)
@@ -383,6 +558,7 @@ int ao_spin_stats(const struct ao_spinlock *lock, struct ao_spin_stats *st)
 	st->phase2 = READ_ONCE(lock->st_phase[1]);
 	st->phase3 = READ_ONCE(lock->st_phase[2]);
 	st->handoffs = READ_ONCE(lock->st_handoffs);
+	st->parked = READ_ONCE(lock->st_parked);
 	st->wait_ns = ao_cycles_to_ns(READ_ONCE(lock->st_wait));
 	st->wait_max_ns = ao_cycles_to_ns(READ_ONCE(lock->st_wait_max));
 	return 0;
@@ -400,6 +576,7 @@ void ao_spin_stats_reset(struct ao_spinlock *lock)
 	for (int i = 0; i < 3; i++)
 		WRITE_ONCE(lock->st_phase[i], 0);
 	WRITE_ONCE(lock->st_handoffs, 0);
+	WRITE_ONCE(lock->st_parked, 0);
 	WRITE_ONCE(lock->st_wait, 0);
 	WRITE_ONCE(lock->st_wait_max, 0);
 	ao_spin_unlock(lock);
@@ -415,6 +592,7 @@ void ao_spin_stats_add(struct ao_spin_stats *a, const struct ao_spin_stats *b)
 	a->phase2 += b->phase2;
 	a->phase3 += b->phase3;
 	a->handoffs += b->handoffs;
+	a->parked += b->parked;
 	a->wait_ns += b->wait_ns;
 	if (b->wait_max_ns > a->wait_max_ns)
 		a->wait_max_ns = b->wait_max_ns;

@@ -12,7 +12,14 @@
  * Unfairness is bounded: a sleeper that has waited longer than the starve
  * budget (default 1 ms) turns on hand-off mode, in which an unlock passes
  * the lock straight to a sleeper and newcomers queue behind them, until
- * that sleeper has the lock.  See sync/spinlock.c for the state protocol.
+ * that sleeper has the lock.
+ *
+ * When the lock is saturated and fewer circulating threads would serve it
+ * faster, it restricts concurrency: waiters park (sleep) at once and
+ * unlocks do not wake them, so one thread circulates with the lock and its
+ * data in its own cache; each parked thread times out in turn and competes
+ * again (the rotation).  A controller in the unlock slow path switches this
+ * on and off by measuring both.  See sync/spinlock.c for the state protocol.
  */
 #ifndef AORTA_SYNC_SPINLOCK_H
 #define AORTA_SYNC_SPINLOCK_H
@@ -46,6 +53,7 @@
 #define AO_SPIN_HANDOFF 0x2u /* held for whichever sleeper claims it */
 #define AO_SPIN_STARVING 0x4u /* a sleeper starves: unlocks hand off */
 #define AO_SPIN_WOKEN 0x8u /* a woken sleeper is on its way: no wake */
+#define AO_SPIN_PARK 0x10u /* restricted: waiters park, unlocks do not wake */
 #define AO_SPIN_WAITER 0x100u /* one phase-3 waiter */
 #define AO_SPIN_WAITERS_MASK 0xffffff00u
 
@@ -57,8 +65,17 @@ struct ao_spin_stats {
 	uint64_t phase2; /* taken while yielding */
 	uint64_t phase3; /* taken after sleeping on the futex */
 	uint64_t handoffs; /* of phase3: handed over by an unlock */
+	uint64_t parked; /* of phase3: parked while the lock was restricted */
 	uint64_t wait_ns; /* total time in the slow path */
 	uint64_t wait_max_ns; /* longest single acquisition */
+};
+
+/* Concurrency restriction (struct ao_spin_tune's park). */
+enum {
+	AO_SPIN_PARK_AUTO =
+		0, /* restrict when the controller measures a gain */
+	AO_SPIN_PARK_NEVER = 1, /* never restrict */
+	AO_SPIN_PARK_ALWAYS = 2, /* restrict whenever waiters are asleep */
 };
 
 /* Per-lock tunables. */
@@ -66,6 +83,7 @@ struct ao_spin_tune {
 	uint32_t spin_ns; /* phase 1 budget in ns (0: skip phase 1) */
 	uint32_t yields; /* phase 2 sched_yield() calls (0: skip phase 2) */
 	uint32_t starve_ns; /* a sleeper waiting this long forces hand-off */
+	uint32_t park; /* AO_SPIN_PARK_AUTO, _NEVER or _ALWAYS */
 };
 
 struct ao_spinlock {
@@ -73,9 +91,21 @@ struct ao_spinlock {
 	uint32_t spin_ns;
 	uint32_t yields;
 	uint32_t starve_ns;
+	uint32_t park;
+	/* The restriction's controller: read and written only by the
+	 * holder (sync/spinlock.c). */
+	uint32_t cr_acq; /* acquisitions, wrapping */
+	uint32_t cr_acq0; /* cr_acq when the epoch began */
+	uint32_t cr_state; /* CR_* flags */
+	uint32_t cr_left; /* epochs until the other mode is tried */
+	uint32_t cr_gap; /* epochs between tries */
+	uint64_t cr_t0; /* cycle counter when the epoch began */
+	uint64_t cr_base; /* mean cost of the epochs in force */
+	uint64_t cr_try; /* cost of a try's first epoch */
 #if AO_CONFIG_LOCK_STATS
 	/* Written only by the holder, read racily by ao_spin_stats(). */
-	uint64_t st_fast, st_phase[3], st_handoffs, st_wait, st_wait_max;
+	uint64_t st_fast, st_phase[3], st_handoffs, st_parked, st_wait,
+		st_wait_max;
 #endif
 #if AO_CONFIG_DEBUG
 	int owner; /* thread id of the holder, 0 when free */
@@ -155,6 +185,7 @@ static __ao_always_inline bool ao__spin_trylock(struct ao_spinlock *lock,
 					 false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
+	lock->cr_acq++; /* the holder's: ordered by the lock */
 	ao__spin_stat_inc(lock->st_fast);
 	if (AO_CONFIG_DEBUG)
 		ao__spin_debug_acquired(lock, file, line);
@@ -165,18 +196,29 @@ static __ao_always_inline void ao__spin_lock(struct ao_spinlock *lock,
 					     const char *file, int line)
 	__ao_acquires(lock)
 {
-	uint32_t v = 0;
+	bool held;
 
-	/* Acquire: pairs with the release in ao__spin_unlock(). */
-	if (likely(__atomic_compare_exchange_n(&lock->state, &v, AO_SPIN_LOCKED,
-					       false, __ATOMIC_ACQUIRE,
-					       __ATOMIC_RELAXED))) {
-		ao__spin_stat_inc(lock->st_fast);
-		if (AO_CONFIG_DEBUG)
-			ao__spin_debug_acquired(lock, file, line);
+	/*
+	 * Set LOCKED whatever else the word holds: a free lock never has
+	 * HANDOFF or STARVING set (an unlock that owes a sleeper the lock
+	 * keeps LOCKED), and sleepers counted or PARK do not stop a thread
+	 * from taking a free lock.  A held lock is left as it is.  Written so
+	 * that gcc emits one lock bts on x86 (clang 14: a CAS loop; a likely(!held)
+	 * test made gcc's a loop too).  Acquire:
+	 * pairs with the release in ao__spin_unlock() and
+	 * ao__spin_unlock_slow().
+	 */
+	held = __atomic_fetch_or(&lock->state, AO_SPIN_LOCKED,
+				 __ATOMIC_ACQUIRE) &
+	       AO_SPIN_LOCKED;
+	if (unlikely(held)) {
+		ao__spin_lock_slow(lock, file, line);
 		return;
 	}
-	ao__spin_lock_slow(lock, file, line);
+	lock->cr_acq++; /* the holder's: ordered by the lock */
+	ao__spin_stat_inc(lock->st_fast);
+	if (AO_CONFIG_DEBUG)
+		ao__spin_debug_acquired(lock, file, line);
 }
 
 static __ao_always_inline void ao__spin_unlock(struct ao_spinlock *lock,
