@@ -53,12 +53,20 @@
 #include "baseline/seed_lock.h"
 #include "bench.h"
 
-enum lock_kind { L_AORTA, L_SEED, L_MUTEX, L_ADAPTIVE, L_PSPIN, L_NR };
+enum lock_kind {
+	L_AORTA,
+	L_SEED,
+	L_MUTEX,
+	L_ADAPTIVE,
+	L_PSPIN,
+	L_UNPARKED, /* aorta without concurrency restriction; only if listed */
+	L_NR
+};
 
 static const char *const lock_names[L_NR] = {
 	[L_AORTA] = "aorta",	    [L_SEED] = "seed",
 	[L_MUTEX] = "mutex",	    [L_ADAPTIVE] = "mutex-adaptive",
-	[L_PSPIN] = "pthread-spin",
+	[L_PSPIN] = "pthread-spin", [L_UNPARKED] = "aorta-unparked",
 };
 
 static struct ao_spin_tune opt_tune;
@@ -97,10 +105,18 @@ static void lock_init(int kind, union any_lock *l)
 	memset(l, 0, sizeof(*l));
 	switch (kind) {
 	case L_AORTA:
+	case L_UNPARKED:
 		ao_spin_init(&l->ao);
 		if (opt_have_tune && ao_spin_set_tune(&l->ao, &opt_tune)) {
 			fprintf(stderr, "lockbench: bad --tune\n");
 			exit(2);
+		}
+		if (kind == L_UNPARKED) {
+			struct ao_spin_tune t;
+
+			ao_spin_get_tune(&l->ao, &t);
+			t.park = AO_SPIN_PARK_NEVER;
+			ao_spin_set_tune(&l->ao, &t);
 		}
 		break;
 	case L_SEED:
@@ -135,6 +151,7 @@ static __ao_always_inline void do_lock(int kind, union any_lock *l)
 {
 	switch (kind) {
 	case L_AORTA:
+	case L_UNPARKED:
 		ao_spin_lock(&l->ao);
 		break;
 	case L_SEED:
@@ -154,6 +171,7 @@ static __ao_always_inline void do_unlock(int kind, union any_lock *l)
 {
 	switch (kind) {
 	case L_AORTA:
+	case L_UNPARKED:
 		ao_spin_unlock(&l->ao);
 		break;
 	case L_SEED:
@@ -265,11 +283,12 @@ DEFINE_WORKER(seed, L_SEED)
 DEFINE_WORKER(mutex, L_MUTEX)
 DEFINE_WORKER(adaptive, L_ADAPTIVE)
 DEFINE_WORKER(pspin, L_PSPIN)
+DEFINE_WORKER(unparked, L_UNPARKED)
 
 static void *(*const worker_fn[L_NR])(void *) = {
 	[L_AORTA] = worker_aorta, [L_SEED] = worker_seed,
 	[L_MUTEX] = worker_mutex, [L_ADAPTIVE] = worker_adaptive,
-	[L_PSPIN] = worker_pspin,
+	[L_PSPIN] = worker_pspin, [L_UNPARKED] = worker_unparked,
 };
 
 struct cell {
@@ -401,7 +420,8 @@ static void run_cell(int kind, int threads, const struct load *ld,
 		c->others = fmax(
 			0, ((busy1 - busy0) - (double)(cpu1 - cpu0) / 1e9) /
 				   ((double)(t1 - t0) / 1e9));
-	if (kind == L_AORTA && !ao_spin_stats(&sh->lock.ao, &c->st))
+	if ((kind == L_AORTA || kind == L_UNPARKED) &&
+	    !ao_spin_stats(&sh->lock.ao, &c->st))
 		c->have_st = true;
 	lock_destroy(kind, &sh->lock);
 	pthread_barrier_destroy(&start);
@@ -468,11 +488,12 @@ DEFINE_WAITER(seed, L_SEED)
 DEFINE_WAITER(mutex, L_MUTEX)
 DEFINE_WAITER(adaptive, L_ADAPTIVE)
 DEFINE_WAITER(pspin, L_PSPIN)
+DEFINE_WAITER(unparked, L_UNPARKED)
 
 static void *(*const waiter_fn[L_NR])(void *) = {
 	[L_AORTA] = waiter_aorta, [L_SEED] = waiter_seed,
 	[L_MUTEX] = waiter_mutex, [L_ADAPTIVE] = waiter_adaptive,
-	[L_PSPIN] = waiter_pspin,
+	[L_PSPIN] = waiter_pspin, [L_UNPARKED] = waiter_unparked,
 };
 
 struct hcell {
@@ -620,6 +641,7 @@ static int run_pairs(const char *name, long n)
 	t = bench_now_ns();
 	switch (kind) {
 	case L_AORTA:
+	case L_UNPARKED:
 		pairs_aorta(&l.ao, n);
 		break;
 	case L_SEED:
@@ -687,11 +709,11 @@ static bool extra_opt(const char *a)
 		return opt_work_factor >= 0;
 	}
 	if (!strncmp(a, "--tune=", 7)) {
-		unsigned int s, y, t;
+		unsigned int s, y, t, p = AO_SPIN_PARK_AUTO;
 
-		if (sscanf(a + 7, "%u,%u,%u", &s, &y, &t) != 3)
+		if (sscanf(a + 7, "%u,%u,%u,%u", &s, &y, &t, &p) < 3)
 			return false;
-		opt_tune = (struct ao_spin_tune){ s, y, t };
+		opt_tune = (struct ao_spin_tune){ s, y, t, p };
 		opt_have_tune = true;
 		return true;
 	}
@@ -724,8 +746,8 @@ static const char extra_usage[] =
 	"4,8,16)\n"
 	"  --work=F        even: work between acquisitions, in critical "
 	"sections (1)\n"
-	"  --tune=S,Y,T    aorta's spin_ns, yields, starve_ns (default: "
-	"built in)\n"
+	"  --tune=S,Y,T[,P] aorta's spin_ns, yields, starve_ns, park (0 auto,\n"
+	"                  1 never, 2 always; default: built in)\n"
 	"  --locks=LIST    only these locks (the ratios need mutex, seed)\n"
 	"  --noise=C       a cell is disturbed when other processes took more "
 	"than C\n"
@@ -755,6 +777,8 @@ static bool listed(const char *list, const char *name)
 /* Is lock kind k in --locks? */
 static bool lock_selected(int k)
 {
+	if (k == L_UNPARKED && !opt_locks)
+		return false;
 	return listed(opt_locks, lock_names[k]);
 }
 
@@ -889,6 +913,7 @@ static void print_cell_json(const struct scenario *sc, int kind, int threads,
 		bench_json_num("phase2", (double)c->st.phase2 / all);
 		bench_json_num("phase3", (double)c->st.phase3 / all);
 		bench_json_num("handoffs", (double)c->st.handoffs / all);
+		bench_json_num("parked", (double)c->st.parked / all);
 	}
 	bench_json_end();
 }
