@@ -36,8 +36,9 @@
  * lock held and PARK still set leaves the queue (waiters - 1, in one CAS
  * that also clears WOKEN) and goes through 1-3 once more: the rotation.
  *
- * Unlock: fast path CAS LOCKED -> 0 (inline), which fails whenever any
- * other bit is set.  Slow path: no waiters: word = 0; STARVING: set HANDOFF
+ * Unlock: fast path: if a plain load reads LOCKED alone, CAS LOCKED -> 0
+ * (inline); any other value, or a failed CAS, goes to the slow path with
+ * the value seen.  Slow path: no waiters: word = 0; STARVING: set HANDOFF
  * and keep LOCKED (the lock passes to a sleeper, newcomers see it busy);
  * otherwise clear LOCKED.  With waiters, PARK is set or cleared as the
  * controller says.  If there are waiters, WOKEN is clear and either PARK is
@@ -94,18 +95,17 @@
  * counter.  The mode in force keeps a running mean of its epochs; every
  * cr_gap epochs the other mode is tried, for one epoch if that was half
  * again as slow, else for two, and kept if their mean was a sixteenth
- * faster.  A try
- * that loses doubles the gap (CR_GAP_MIN .. CR_GAP_MAX), one that wins
- * resets it.  Epochs slower than CR_SLOW_NS per acquisition mean the lock
- * is not saturated: the mode goes back to unrestricted.  The controller's
- * fields are read and written only by the holder, so they need no atomics
- * (the lock's acquire and release order them); the
+ * faster.  A try that loses doubles the gap (CR_GAP_MIN .. CR_GAP_MAX),
+ * one that wins resets it.  Epochs slower than CR_SLOW_NS per acquisition
+ * mean the lock is not saturated: the mode goes back to unrestricted.
+ * The controller's fields are read and written only by the holder, so
+ * they need no atomics (the lock's acquire and release order them); the
  * protocol's state stays the one word (PARK in it), and a lock whose
  * waiters never sleep never runs the controller.  Long-term fairness: a
  * parked waiter sleeps for CR_TURN_NS times the sleepers counted, so one
- * of them times out about every CR_TURN_NS and competes again, in turn;
- * if it loses, it sleeps on and, past starve_ns, sets STARVING as any
- * sleeper does.
+ * of them times out about every CR_TURN_NS and competes again, in turn
+ * (only after a wait that did sleep: see sleep_phase()); if it loses, it
+ * parks again and, past starve_ns, sets STARVING as any sleeper does.
  *
  * Memory ordering: the acquiring CAS of each path is ACQUIRE and the
  * releasing CAS of each unlock path is RELEASE; they pair with each other
@@ -367,9 +367,16 @@ static int sleep_phase(struct ao_spinlock *lock, uint64_t t0, uint64_t starve,
 			/* Unlocks do not wake while PARK is set: park with a
 			 * time-out, so that a lock left free is found. */
 			timed = v & AO_SPIN_PARK;
-			if (timed)
+			if (ao_futex_wait(&lock->state, v,
+					  timed ? park_ns(v) : -1) == -EAGAIN)
+				/* The word moved: we never slept, so it is no
+				 * turn of ours.  Leaving the queue here let two
+				 * waiters unsettle each other's waits (and the
+				 * holder's unlock CAS) for ever, which the spin
+				 * model found. */
+				timed = false;
+			else if (timed)
 				*parked = true;
-			ao_futex_wait(&lock->state, v, timed ? park_ns(v) : -1);
 			v = __atomic_load_n(&lock->state, __ATOMIC_RELAXED);
 			continue;
 		}

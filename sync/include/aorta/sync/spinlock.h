@@ -5,9 +5,9 @@
  * A waiter spins (test-and-test-and-set with bounded exponential backoff
  * and cpu_relax()) for a time budget, then calls sched_yield() a bounded
  * number of times, then sleeps on a futex until an unlock wakes it.  An
- * uncontended lock/unlock pair is two compare-and-swaps and no system call;
- * an unlock makes a system call only when a waiter is asleep and none is
- * already awake.
+ * uncontended lock/unlock pair is two atomic instructions and no system
+ * call; an unlock makes a system call only when a waiter is asleep and
+ * none is already awake.
  *
  * Unfairness is bounded: a sleeper that has waited longer than the starve
  * budget (default 1 ms) turns on hand-off mode, in which an unlock passes
@@ -65,7 +65,7 @@ struct ao_spin_stats {
 	uint64_t phase2; /* taken while yielding */
 	uint64_t phase3; /* taken after sleeping on the futex */
 	uint64_t handoffs; /* of phase3: handed over by an unlock */
-	uint64_t parked; /* of phase3: parked while the lock was restricted */
+	uint64_t parked; /* parked (restricted) before taking the lock */
 	uint64_t wait_ns; /* total time in the slow path */
 	uint64_t wait_max_ns; /* longest single acquisition */
 };
@@ -225,18 +225,26 @@ static __ao_always_inline void ao__spin_unlock(struct ao_spinlock *lock,
 					       const char *file, int line)
 	__ao_releases(lock)
 {
-	uint32_t v = AO_SPIN_LOCKED;
+	uint32_t v;
 
 	if (AO_CONFIG_DEBUG)
 		ao__spin_debug_release(lock, file, line);
-	/* Release: the critical section is visible to the next holder; pairs
-	 * with the acquire CAS of every lock path.  Anything but "held, no
-	 * waiters, no flags" goes to the slow path with the value seen. */
-	if (likely(__atomic_compare_exchange_n(&lock->state, &v, 0, false,
-					       __ATOMIC_RELEASE,
-					       __ATOMIC_RELAXED)))
+	/*
+	 * Anything but "held, no waiters, no flags" goes to the slow path
+	 * with the value seen.  A plain load first: when sleepers are counted
+	 * (a restricted lock's holder sees them on every unlock), a CAS bound
+	 * to fail would cost a locked operation for nothing.  Release: the
+	 * critical section is visible to the next holder; pairs with the
+	 * acquire of every lock path.
+	 */
+	v = __atomic_load_n(&lock->state, __ATOMIC_RELAXED);
+	if (unlikely(v != AO_SPIN_LOCKED) ||
+	    unlikely(!__atomic_compare_exchange_n(&lock->state, &v, 0, false,
+						  __ATOMIC_RELEASE,
+						  __ATOMIC_RELAXED))) {
+		ao__spin_unlock_slow(lock, v);
 		return;
-	ao__spin_unlock_slow(lock, v);
+	}
 }
 
 AO_DEFINE_GUARD(ao_spinlock, struct ao_spinlock *, ao_spin_lock(_T),
