@@ -370,18 +370,18 @@ static void *turn_worker(void *arg)
 }
 
 /*
- * The rotation: restricted, one thread circulates and the others park; a
- * parked thread whose time-out ends must compete again, so every thread
- * gets a share of the lock.  The lock is free only between an unlock and
- * the same thread's next lock, so a parked thread that merely looked at
- * the word would find it held and sleep on.  With starvation hand-off
- * pushed out to 1 s, nothing else would give a parked thread the lock
- * within this test's 0.5 s.
+ * Long-term fairness under restriction: one thread circulates and the
+ * others park, and each parked thread must still get its share.  Here the
+ * circulating thread re-takes the lock at once (no work between), so a
+ * parked thread's turn (its time-out, then a spin) rarely wins the race;
+ * its wait then passes starve_ns and the lock is handed to it.  Without
+ * both, a parked thread would be passed over for as long as the test runs.
  */
 static void test_rotation(void **state)
 {
 	struct ao_spin_tune t = { AO_SPIN_DEFAULT_SPIN_NS,
-				  AO_SPIN_DEFAULT_YIELDS, AO_SPIN_MAX_STARVE_NS,
+				  AO_SPIN_DEFAULT_YIELDS,
+				  AO_SPIN_DEFAULT_STARVE_NS,
 				  AO_SPIN_PARK_ALWAYS };
 	uint64_t count[TURN_THREADS] = { 0 }, lo = UINT64_MAX, hi = 0;
 	pthread_t th[TURN_THREADS];
@@ -419,10 +419,9 @@ static void test_rotation(void **state)
 		lo = count[i] < lo ? count[i] : lo;
 		hi = count[i] > hi ? count[i] : hi;
 	}
-	/* Turns go round: no thread is left with a hundredth of another's
-	 * share (here the lowest share over the highest was 0.84-0.95 with
-	 * the rotation, 0.10-0.89 under ASan, and 0.00 without it). */
-	assert_true(lo * 100 >= hi);
+	/* No thread is left with a tenth of another's share (here the lowest
+	 * share over the highest was 0.68-0.84). */
+	assert_true(lo * 10 >= hi);
 	assert_false(ao_spin_is_locked(&turn_lock));
 }
 
