@@ -107,12 +107,15 @@
  * (only after a wait that did sleep: see sleep_phase()); if it loses, it
  * parks again and, past starve_ns, sets STARVING as any sleeper does.
  *
- * Memory ordering: the acquiring CAS of each path is ACQUIRE and the
- * releasing CAS of each unlock path is RELEASE; they pair with each other
- * and are the only orderings the critical sections need.  The other
- * transitions (register, clear WOKEN, set STARVING) are RELAXED: they
- * order nothing but the word itself, whose modification order already
- * serialises them, and futex_wait re-reads the word in the kernel.
+ * Memory ordering: the acquiring RMW of each path (the inline OR, each
+ * acquiring CAS) is ACQUIRE and the releasing CAS of each unlock path is
+ * RELEASE; they pair with each other and are the only orderings the
+ * critical sections need, the controller's holder-only fields included.
+ * The other transitions (register, leave the queue for a turn, clear
+ * WOKEN, set STARVING) and the inline unlock's first load are RELAXED:
+ * they order nothing but the word itself, whose modification order
+ * already serialises them, and futex_wait re-reads the word in the
+ * kernel.  PARK is set and cleared only inside releasing CASes.
  */
 #include <errno.h>
 #include <limits.h>

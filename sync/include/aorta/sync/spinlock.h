@@ -72,8 +72,7 @@ struct ao_spin_stats {
 
 /* Concurrency restriction (struct ao_spin_tune's park). */
 enum {
-	AO_SPIN_PARK_AUTO =
-		0, /* restrict when the controller measures a gain */
+	AO_SPIN_PARK_AUTO = 0, /* restrict when measured to pay */
 	AO_SPIN_PARK_NEVER = 1, /* never restrict */
 	AO_SPIN_PARK_ALWAYS = 2, /* restrict whenever waiters are asleep */
 };
@@ -202,11 +201,10 @@ static __ao_always_inline void ao__spin_lock(struct ao_spinlock *lock,
 	 * Set LOCKED whatever else the word holds: a free lock never has
 	 * HANDOFF or STARVING set (an unlock that owes a sleeper the lock
 	 * keeps LOCKED), and sleepers counted or PARK do not stop a thread
-	 * from taking a free lock.  A held lock is left as it is.  Written so
-	 * that gcc emits one lock bts on x86 (clang 14: a CAS loop; a likely(!held)
-	 * test made gcc's a loop too).  Acquire:
-	 * pairs with the release in ao__spin_unlock() and
-	 * ao__spin_unlock_slow().
+	 * from taking a free lock.  A held lock is left as it is.  Written
+	 * so that gcc emits one lock bts on x86 (clang 14 a CAS loop; with
+	 * likely(!held) gcc made a loop too).  Acquire: pairs with the
+	 * release in ao__spin_unlock() and ao__spin_unlock_slow().
 	 */
 	held = __atomic_fetch_or(&lock->state, AO_SPIN_LOCKED,
 				 __ATOMIC_ACQUIRE) &
