@@ -88,8 +88,9 @@
  * more than the overlap two circulating threads get (one's outside work
  * with the other's section), which depends on the section, the work and
  * what the machine charges for moving a line, so it is measured, not
- * guessed.  Every acquisition adds one to a counter in the lock (a plain
- * add by the holder, on the line the lock bit was just set on); on each
+ * guessed.  Every acquisition is counted in the lock (the statistics'
+ * counters, or with those compiled out one of its own: a plain add by the
+ * holder, on the line the lock bit was just set on); on each
  * contended unlock (one with waiters) the holder checks whether an epoch
  * of CR_EPOCH acquisitions has passed, and if so times it with the cycle
  * counter.  The mode in force keeps a running mean of its epochs; every
@@ -240,11 +241,11 @@ static void record(struct ao_spinlock *lock, int phase, bool handoff,
 	if (waited > READ_ONCE(lock->st_wait_max))
 		WRITE_ONCE(lock->st_wait_max, waited);
 #else
-	(void)lock;
 	(void)phase;
 	(void)handoff;
 	(void)parked;
 	(void)waited;
+	lock->cr_acq++; /* the controller's count, see acquisitions() */
 #endif
 }
 
@@ -427,10 +428,24 @@ void ao__spin_lock_slow(struct ao_spinlock *lock, const char *file, int line)
 		turn = true;
 	}
 acquired:
-	lock->cr_acq++; /* the holder's: ordered by the lock */
 	record(lock, phase, r == SLEEP_HANDOFF, parked, ao_cycles() - t0);
 	if (AO_CONFIG_DEBUG)
 		ao__spin_debug_acquired(lock, file, line);
+}
+
+/*
+ * Acquisitions so far, for the controller: with statistics, the sum of
+ * their counters (every path counts one); without, a counter of its own.
+ * Read by the holder, like every counter here written by holders only.
+ */
+static uint64_t acquisitions(const struct ao_spinlock *lock)
+{
+#if AO_CONFIG_LOCK_STATS
+	return lock->st_fast + lock->st_phase[0] + lock->st_phase[1] +
+	       lock->st_phase[2];
+#else
+	return lock->cr_acq;
+#endif
 }
 
 /*
@@ -441,19 +456,20 @@ acquired:
  */
 static uint32_t cr_mode(struct ao_spinlock *lock)
 {
-	uint32_t mode = READ_ONCE(lock->park), st = lock->cr_state, m, n;
-	uint64_t now, cost;
+	uint32_t mode = READ_ONCE(lock->park), st = lock->cr_state, m;
+	uint64_t now, cost, acq, n;
 
 	if (mode != AO_SPIN_PARK_AUTO)
 		return mode == AO_SPIN_PARK_ALWAYS ? AO_SPIN_PARK : 0;
-	n = lock->cr_acq - lock->cr_acq0;
+	acq = acquisitions(lock);
+	n = acq - lock->cr_acq0;
 	if (n < CR_EPOCH)
 		return st & CR_PARK ? AO_SPIN_PARK : 0;
 	/* Cost: cycles per acquisition, in sixteenths. */
 	now = ao_cycles();
 	cost = (now - lock->cr_t0) * 16 / n;
 	lock->cr_t0 = now;
-	lock->cr_acq0 = lock->cr_acq;
+	lock->cr_acq0 = acq;
 	m = st & CR_PARK;
 	if (cost > ao_ns_to_cycles(CR_SLOW_NS) * 16) {
 		/* Not saturated (or the first epoch): start over. */
@@ -589,6 +605,9 @@ void ao_spin_stats_reset(struct ao_spinlock *lock)
 	WRITE_ONCE(lock->st_parked, 0);
 	WRITE_ONCE(lock->st_wait, 0);
 	WRITE_ONCE(lock->st_wait_max, 0);
+	/* The controller counts with these: its epoch starts again. */
+	lock->cr_acq0 = 0;
+	lock->cr_t0 = ao_cycles();
 	ao_spin_unlock(lock);
 #else
 	(void)lock;

@@ -93,8 +93,10 @@ struct ao_spinlock {
 	uint32_t park;
 	/* The restriction's controller: read and written only by the
 	 * holder (sync/spinlock.c). */
-	uint32_t cr_acq; /* acquisitions, wrapping */
-	uint32_t cr_acq0; /* cr_acq when the epoch began */
+#if !AO_CONFIG_LOCK_STATS
+	uint64_t cr_acq; /* acquisitions (with statistics: their sum) */
+#endif
+	uint64_t cr_acq0; /* acquisitions when the epoch began */
 	uint32_t cr_state; /* CR_* flags */
 	uint32_t cr_left; /* epochs until the other mode is tried */
 	uint32_t cr_gap; /* epochs between tries */
@@ -169,6 +171,15 @@ AO_API void ao__spin_debug_release(struct ao_spinlock *lock, const char *file,
 #define ao__spin_stat_inc(field) ((void)0)
 #endif
 
+/* An acquisition by the fast path: the statistics count it, or, compiled
+ * out, the restriction's controller does (the holder's, ordered by the
+ * lock). */
+#if AO_CONFIG_LOCK_STATS
+#define ao__spin_count_fast(lock) ao__spin_stat_inc((lock)->st_fast)
+#else
+#define ao__spin_count_fast(lock) ((lock)->cr_acq++)
+#endif
+
 static __ao_always_inline bool ao__spin_trylock(struct ao_spinlock *lock,
 						const char *file, int line)
 {
@@ -184,8 +195,7 @@ static __ao_always_inline bool ao__spin_trylock(struct ao_spinlock *lock,
 					 false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
-	lock->cr_acq++; /* the holder's: ordered by the lock */
-	ao__spin_stat_inc(lock->st_fast);
+	ao__spin_count_fast(lock);
 	if (AO_CONFIG_DEBUG)
 		ao__spin_debug_acquired(lock, file, line);
 	return true;
@@ -213,8 +223,7 @@ static __ao_always_inline void ao__spin_lock(struct ao_spinlock *lock,
 		ao__spin_lock_slow(lock, file, line);
 		return;
 	}
-	lock->cr_acq++; /* the holder's: ordered by the lock */
-	ao__spin_stat_inc(lock->st_fast);
+	ao__spin_count_fast(lock);
 	if (AO_CONFIG_DEBUG)
 		ao__spin_debug_acquired(lock, file, line);
 }
