@@ -211,20 +211,31 @@ static void test_sleeper_woken_by_unlock(void **state)
 static struct ao_spinlock starve_lock = AO_SPINLOCK_INIT;
 static int starve_stop;
 
+/* A thread that holds lock for ns at a time, re-taking it at once after
+ * each release, until *stop is set. */
+struct holder {
+	struct ao_spinlock *lock;
+	int *stop;
+	uint64_t ns;
+};
+
+static void *hold_loop(void *arg)
+{
+	const struct holder *h = arg;
+
+	while (!__atomic_load_n(h->stop, __ATOMIC_RELAXED)) {
+		ao_spin_lock(h->lock);
+		t_spin_ns(h->ns);
+		ao_spin_unlock(h->lock);
+	}
+	return NULL;
+}
+
 /* Two hammers keep the lock held almost all the time and re-take it at
  * once after each release: a sleeper woken by an unlock arrives after a
  * hammer has taken the lock again.  Without hand-off it could lose every
  * race for as long as the hammers run. */
-static void *hammer(void *arg)
-{
-	(void)arg;
-	while (!__atomic_load_n(&starve_stop, __ATOMIC_RELAXED)) {
-		ao_spin_lock(&starve_lock);
-		t_spin_ns(50000);
-		ao_spin_unlock(&starve_lock);
-	}
-	return NULL;
-}
+static struct holder hammer = { &starve_lock, &starve_stop, 50000 };
 
 static void test_starvation_bounded(void **state)
 {
@@ -237,7 +248,8 @@ static void test_starvation_bounded(void **state)
 	ao_spin_init(&starve_lock);
 	starve_stop = 0;
 	for (int i = 0; i < 2; i++)
-		assert_int_equal(pthread_create(&h[i], NULL, hammer, NULL), 0);
+		assert_int_equal(
+			pthread_create(&h[i], NULL, hold_loop, &hammer), 0);
 	t_sleep_ns(5000000);
 	/* With hand-off each of these takes about starve_ns (1 ms) plus a
 	 * few 50 us holds; the watchdog is only there to turn unbounded
@@ -428,16 +440,7 @@ static void test_rotation(void **state)
 static struct ao_spinlock slow_lock;
 static int slow_stop;
 
-static void *slow_worker(void *arg)
-{
-	(void)arg;
-	while (!__atomic_load_n(&slow_stop, __ATOMIC_RELAXED)) {
-		ao_spin_lock(&slow_lock);
-		t_spin_ns(20000);
-		ao_spin_unlock(&slow_lock);
-	}
-	return NULL;
-}
+static struct holder slow_holder = { &slow_lock, &slow_stop, 20000 };
 
 /*
  * No restriction where the lock is not saturated: with 20 us sections,
@@ -458,8 +461,9 @@ static void test_auto_not_saturated(void **state)
 	assert_int_equal(ao_spin_set_tune(&slow_lock, &t), 0);
 	slow_stop = 0;
 	for (int i = 0; i < 8; i++)
-		assert_int_equal(
-			pthread_create(&th[i], NULL, slow_worker, NULL), 0);
+		assert_int_equal(pthread_create(&th[i], NULL, hold_loop,
+						&slow_holder),
+				 0);
 	end = t_now_ns() + 800000000;
 	while (t_now_ns() < end) {
 		seen |= __atomic_load_n(&slow_lock.state, __ATOMIC_RELAXED) &
