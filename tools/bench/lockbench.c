@@ -13,7 +13,11 @@
  *  - short: 4, 8, 16 threads; the critical section writes 8 shared cache
  *    lines, then spins for 50 ns or 1 us, and 100-200 ns of work (drawn at
  *    random each time) follow it: threads come back before the section
- *    could have ended, so the lock is almost never free.
+ *    could have ended, so the lock is almost never free.  One thread
+ *    alone runs the same loop first: the one-thread limit, the rate of a
+ *    lock that one thread circulates with everything in its cache.  The
+ *    targets say where each lock stands against it: a lock above it
+ *    overlaps one thread's work with another's section.
  *
  * Each acquisition is timed with the cycle counter (lock call to lock
  * return), into a per-thread log-linear histogram and a running
@@ -743,7 +747,7 @@ static bool extra_opt(const char *a)
 static const char extra_usage[] =
 	"  --scenarios=L   even, short (default both)\n"
 	"  --threads=LIST  thread counts (default: even 1,2,4,8,16; short "
-	"4,8,16)\n"
+	"1,4,8,16)\n"
 	"  --work=F        even: work between acquisitions, in critical "
 	"sections (1)\n"
 	"  --tune=S,Y,T[,P] aorta's spin_ns, yields, starve_ns, park (0 auto,\n"
@@ -815,8 +819,8 @@ static struct scenario scen[NSC] = {
 		      .want_seed = 0.95,
 		      .max_vs_mutex = 2 },
 	[SC_SHORT] = { .name = "short",
-		       .threads = { 4, 8, 16 },
-		       .nthreads = 3,
+		       .threads = { 1, 4, 8, 16 },
+		       .nthreads = 4,
 		       .lines = SHORT_LINES - 1,
 		       .short_work = true,
 		       .want_mutex = { 1.1, 1.1 },
@@ -825,6 +829,9 @@ static struct scenario scen[NSC] = {
 };
 
 static struct cell res[NSC][NCS][MAXT][L_NR];
+/* The short scenario's one-thread limit: the fastest lock's 1-thread
+ * cell (acquisitions/s), 0 when --threads leaves 1 out. */
+static double one_thread[NCS];
 static bool res_ok[NSC][NCS][MAXT][L_NR];
 static struct hcell hres[2][L_NR];
 static bool hres_ok[2][L_NR];
@@ -879,9 +886,10 @@ static void paired_ratios(struct cell runs[L_NR][64], int n, int k,
 	out->vs_seed = ok[L_SEED] ? median_of(vs, n) : 0;
 }
 
+/* one: the one-thread limit to compare with, 0 for none. */
 static void print_cell_json(const struct scenario *sc, int kind, int threads,
 			    const struct load *ld, const struct cell *c,
-			    const struct cell *mutex)
+			    const struct cell *mutex, double one)
 {
 	bench_json_begin("lockbench");
 	/* "contended": the even scenario's name before there were two. */
@@ -902,6 +910,8 @@ static void print_cell_json(const struct scenario *sc, int kind, int threads,
 	bench_json_num("vs_mutex", c->vs_mutex);
 	bench_json_num("vs_seed", c->vs_seed);
 	bench_json_num("max_vs_mutex", ratio(c->max_ns, mutex->max_ns));
+	if (threads > 1 && one > 0)
+		bench_json_num("vs_one_thread", ratio(c->acq_per_s, one));
 	bench_json_num("others_cpus", c->others);
 	if (c->have_st) {
 		double all = (double)(c->st.fast + c->st.phase1 + c->st.phase2 +
@@ -975,6 +985,13 @@ static void scenario_targets(int si)
 				     "mutex (>= %.1f), %.2fx seed (>= %.2f)",
 				     sc->name, cs, t, a->vs_mutex, want,
 				     a->vs_seed, sc->want_seed);
+			if (sc->short_work && one_thread[ci])
+				printf("         one-thread limit %.3f M/s: "
+				       "aorta %.2fx it, the seed %.2fx\n",
+				       one_thread[ci] / 1e6,
+				       ratio(a->acq_per_s, one_thread[ci]),
+				       ratio(res[si][ci][ti][L_SEED].acq_per_s,
+					     one_thread[ci]));
 			if (t != 16)
 				continue;
 			bench_target(
@@ -1070,12 +1087,17 @@ static void run_scenario(const struct bench_opts *o, int si)
 			for (int k = 0; k < L_NR; k++)
 				if (ok[k])
 					paired_ratios(runs, nr, k, ok, &out[k]);
+			for (int k = 0; k < L_NR && sc->short_work && t == 1;
+			     k++)
+				if (ok[k] && out[k].acq_per_s > one_thread[ci])
+					one_thread[ci] = out[k].acq_per_s;
 			for (int k = 0; k < L_NR; k++) {
 				if (!ok[k])
 					continue;
 				if (o->json)
 					print_cell_json(sc, k, t, &ld, &out[k],
-							&out[L_MUTEX]);
+							&out[L_MUTEX],
+							one_thread[ci]);
 				else
 					print_cell_text(k, t, &out[k]);
 			}
