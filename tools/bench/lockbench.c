@@ -1066,6 +1066,7 @@ static void run_scenario(const struct bench_opts *o, int si)
 			struct cell *out = res[si][ci][ti];
 			static struct cell runs[L_NR][64];
 			int nr = o->runs > 64 ? 64 : o->runs;
+			double one;
 
 			for (int r = 0; r < nr; r++)
 				for (int k = 0; k < L_NR; k++) {
@@ -1091,13 +1092,13 @@ static void run_scenario(const struct bench_opts *o, int si)
 			     k++)
 				if (ok[k] && out[k].acq_per_s > one_thread[ci])
 					one_thread[ci] = out[k].acq_per_s;
+			one = sc->short_work ? one_thread[ci] : 0;
 			for (int k = 0; k < L_NR; k++) {
 				if (!ok[k])
 					continue;
 				if (o->json)
 					print_cell_json(sc, k, t, &ld, &out[k],
-							&out[L_MUTEX],
-							one_thread[ci]);
+							&out[L_MUTEX], one);
 				else
 					print_cell_text(k, t, &out[k]);
 			}
